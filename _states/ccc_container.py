@@ -1,0 +1,96 @@
+"""
+States for ccc-salt compute containers (thin wrappers over the ``ccc_docker`` module).
+
+.. code-block:: yaml
+
+    box1:
+      ccc_container.running: []
+
+    ccc-containers-orphans:
+      ccc_container.orphans_absent: []
+
+    ccc-containers-summary:
+      ccc_container.summary:
+        - order: last
+"""
+
+__virtualname__ = "ccc_container"
+
+OUTCOMES_KEY = "ccc_container.outcomes"
+
+
+def __virtual__():
+    if "ccc_docker.deploy" not in __salt__:
+        return False, "ccc_docker is not available (needs the docker Python SDK)"
+    return __virtualname__
+
+
+def _record(name, result):
+    __context__.setdefault(OUTCOMES_KEY, {})[name] = result
+
+
+def running(name):
+    """
+    Deploy the container ``name`` (a STACK_NAME) as pillar and its user's settings say.
+
+    On the nodes of its placement it runs with exactly the resolved spec (recreated only when
+    the spec changed); on other nodes, or when DISABLED, it is removed from this node. Errors
+    leave the container as it was and fail this state only.
+    """
+    outcome = __salt__["ccc_docker.deploy"](name, test=bool(__opts__["test"]))
+    _record(name, outcome["result"])
+    return {"name": name, **outcome}
+
+
+def absent(name):
+    """
+    Remove the ccc-salt container ``name`` from this node; user data is never touched.
+    """
+    test = bool(__opts__["test"])
+    outcome = __salt__["ccc_docker.remove"](name, test=test)
+    return {"name": name, **outcome}
+
+
+def orphans_absent(name, enabled=True):
+    """
+    Remove ccc-salt containers whose STACK_NAME is no longer in pillar (data is kept).
+    """
+    if not enabled:
+        return {"name": name, "result": True, "changes": {}, "comment": "orphan removal is switched off"}
+    test = bool(__opts__["test"])
+    removed = __salt__["ccc_docker.remove_orphans"](test=test)
+    if not removed:
+        return {"name": name, "result": True, "changes": {}, "comment": "no orphaned containers"}
+    return {
+        "name": name,
+        "result": None if test else True,
+        "changes": {"removed": removed},
+        "comment": f"{'would remove' if test else 'removed'} {len(removed)} orphaned container(s)",
+    }
+
+
+def network_present(name):
+    """
+    Ensure the Docker network ``name`` exists (created from ``ccc:cluster:networks:<name>``).
+    """
+    test = bool(__opts__["test"])
+    status = __salt__["ccc_docker.network_present"](name, test=test)
+    if status == "present":
+        return {"name": name, "result": True, "changes": {}, "comment": f"network {name} exists"}
+    return {"name": name, "result": None if test else True, "changes": {"network": status},
+            "comment": f"network {name} {status}"}
+
+
+def summary(name, selected=None, errors=None):
+    """
+    Report which containers of this run failed; fails when any did or when the selection had
+    errors (for example an unknown name in ``containers=``).
+    """
+    outcomes = __context__.get(OUTCOMES_KEY, {})
+    failed = sorted(stack for stack, result in outcomes.items() if result is False)
+    problems = list(errors or [])
+    lines = [f"{len(outcomes)} container(s) processed, {len(failed)} failed"]
+    if failed:
+        lines.append("failed: " + ", ".join(failed))
+    lines.extend(problems)
+    return {"name": name, "result": not failed and not problems, "changes": {}, "comment": "\n".join(lines)}

@@ -1,0 +1,7 @@
+{#- Generic pillar top used by every site. The site's own pillar root provides `site` (cluster,
+    user types, users, containers) and `site.nodes.<minion id>` (per-node data such as GPU groups). #}
+base:
+  '*':
+    - site
+    - site.nodes.{{ grains['id'] | replace('.', '_') }}
+    - ignore_missing: True

@@ -1,0 +1,53 @@
+{#- Deploy every selected compute container on this node.
+    Filters (pillar, like the original's extra-vars):
+      salt 'gpu*' state.apply containers pillar='{"containers": "box1,box2", "users": "a@b.org"}'
+    Only STACK_NAMEs that passed validation and network names from admin pillar are rendered
+    here; user settings files are read by the Python modules, never by Jinja. #}
+{%- from tpldir ~ "/map.jinja" import cluster, node, container_networks, sshd_keys_dir with context %}
+{%- set selection = salt['ccc_containers.selection'](salt['pillar.get']('containers'), salt['pillar.get']('users')) %}
+
+{%- for network in container_networks %}
+ccc-containers-network-{{ network }}:
+  ccc_container.network_present:
+    - name: {{ network | json }}
+{%- endfor %}
+
+ccc-containers-sshd-host-keys-dir:
+  file.directory:
+    - name: {{ sshd_keys_dir | json }}
+    - user: root
+    - group: root
+    - mode: '0700'
+    - makedirs: True
+
+{#- Per-node host keys only where none exist: the sshd role installs the cluster-wide set. #}
+{%- for key_type in ['rsa', 'ecdsa', 'ed25519'] %}
+ccc-containers-sshd-host-key-{{ key_type }}:
+  cmd.run:
+    - name: ssh-keygen -q -t {{ key_type }} -N "" -f {{ (sshd_keys_dir ~ '/ssh_host_' ~ key_type ~ '_key') | quote }}
+    - creates: {{ (sshd_keys_dir ~ '/ssh_host_' ~ key_type ~ '_key') | json }}
+    - require:
+      - file: ccc-containers-sshd-host-keys-dir
+{%- endfor %}
+
+{%- for stack in selection.selected %}
+ccc-container-{{ stack }}:
+  ccc_container.running:
+    - name: {{ stack }}
+    - require:
+{%-   for network in container_networks %}
+      - ccc_container: ccc-containers-network-{{ network }}
+{%-   endfor %}
+{%- endfor %}
+
+{#- Orphans are removed only on unfiltered runs and only when pillar does list containers. #}
+{%- if not selection.filtered and salt['pillar.get']('ccc:containers', none) is not none %}
+ccc-containers-orphans:
+  ccc_container.orphans_absent:
+    - enabled: {{ cluster.remove_orphans | json }}
+{%- endif %}
+
+ccc-containers-summary:
+  ccc_container.summary:
+    - errors: {{ selection.errors | json }}
+    - order: last

@@ -1,0 +1,186 @@
+#!/usr/bin/env bash
+# Build the local test images into a Docker daemon; nothing is pulled.
+#
+#   tests/images/build.sh [DOCKER_HOST_URL]
+#
+# The daemon is the argument, else $DOCKER_HOST, else the docker default.
+#   ccc-test/sshd:1  Debian bookworm minbase + openssh-server, entrypoint
+#                    sshd/ccc-entrypoint (CCC image env contract subset)
+#   ccc-test/tiny:1  the host's static busybox; sleeps until SIGTERM
+# Both carry the labels frp.enabled=true and frp.22=tcp, expose 22, and a
+# label ccc-test.inputs=<hash of the build inputs>.  An image is skipped when
+# its tag exists with the current hash.  The sshd root filesystem is cached as
+# ${CCC_CACHE_DIR:-$HOME/.cache/ccc-salt}/sshd-rootfs-<hash>.tar, so building
+# it into another daemon takes seconds; making it runs debootstrap (as root)
+# against the Debian mirror apt is configured with (override with
+# CCC_DEBIAN_MIRROR).
+set -euo pipefail
+
+if [[ $# -gt 1 ]]; then
+    echo "usage: $0 [DOCKER_HOST_URL]" >&2
+    exit 2
+fi
+if [[ $# -eq 1 ]]; then
+    export DOCKER_HOST=$1
+fi
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cache_dir=${CCC_CACHE_DIR:-$HOME/.cache/ccc-salt}
+recipe=1   # bump when a recipe below changes in a way the hashes miss
+suite=bookworm
+include=openssh-server,ca-certificates
+busybox=/bin/busybox
+sys_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+tiny_entrypoint='["/bin/sh","-c","trap \"exit 0\" TERM; while :; do sleep 3600 & wait $!; done"]'
+work=
+
+log() { printf 'build.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# Remove the scratch directory, unmounting anything debootstrap left there.
+cleanup() {
+    [[ -n $work && -d $work ]] || return 0
+    awk -v w="$work/" 'index($5, w) == 1 { print $5 }' /proc/self/mountinfo |
+        sort -r | while read -r mnt; do umount -l "$mnt" || true; done
+    rm -rf --one-file-system "$work"
+}
+trap cleanup EXIT
+
+# image_current TAG HASH: TAG exists and was built from inputs HASH.
+image_current() {
+    local have
+    have=$(docker image inspect \
+        --format '{{index .Config.Labels "ccc-test.inputs"}}' "$1" 2>/dev/null) ||
+        return 1
+    [[ $have == "$2" ]]
+}
+
+# import_image TAG HASH ENTRYPOINT_JSON PATH_ENV TAR ("-" for stdin)
+import_image() {
+    docker import \
+        --change "ENTRYPOINT $3" \
+        --change "ENV PATH=$4" \
+        --change 'EXPOSE 22' \
+        --change "LABEL frp.enabled=true frp.22=tcp ccc-test.inputs=$2" \
+        --message "ccc-salt test image ($2)" \
+        "$5" "$1" >/dev/null
+}
+
+# The URI of the configured Debian archive that carries $suite.
+debian_mirror() {
+    local uri
+    if [[ -n ${CCC_DEBIAN_MIRROR:-} ]]; then
+        echo "$CCC_DEBIAN_MIRROR"
+        return
+    fi
+    uri=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' \
+            'Identifier: Packages' 2>/dev/null |
+          awk -v s="$suite" '$2 == s { print $1; exit }') || true
+    if [[ -z $uri ]]; then
+        # One-line "deb [opts] URI suite ..." and deb822 "URIs:/Suites:".
+        uri=$(shopt -s nullglob
+              cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+                  2>/dev/null | sed 's/\[[^]]*\]//' |
+                  awk -v s="$suite" '$1 == "deb" && $3 == s { print $2; exit }') || true
+    fi
+    if [[ -z $uri ]]; then
+        uri=$(shopt -s nullglob
+              for f in /etc/apt/sources.list.d/*.sources; do cat "$f"; echo; done |
+              awk -v s="$suite" 'BEGIN { RS = "" } {
+                  types = uris = suites = ""; on = 1
+                  n = split($0, ln, "\n")
+                  for (i = 1; i <= n; i++) {
+                      if (ln[i] ~ /^#/) continue
+                      if (ln[i] ~ /^Types:/) types = " " ln[i] " "
+                      if (ln[i] ~ /^URIs:/) { split(ln[i], u, /[ \t]+/); uris = u[2] }
+                      if (ln[i] ~ /^Suites:/) suites = " " ln[i] " "
+                      if (ln[i] ~ /^Enabled:[ \t]*no/) on = 0
+                  }
+                  if (on && types ~ / deb / && suites ~ (" " s " ") && uris != "") {
+                      print uris; exit
+                  }
+              }') || true
+    fi
+    [[ -n $uri ]] || die "no $suite archive in the apt sources; set CCC_DEBIAN_MIRROR"
+    echo "${uri%/}"
+}
+
+# Create the cached sshd root filesystem tarball $1 with debootstrap.
+make_sshd_rootfs() {
+    local out=$1 mirror
+    mirror=$(debian_mirror)
+    work=$(mktemp -d "$cache_dir/sshd-build.XXXXXX")
+    log "debootstrap $suite from $mirror (a few minutes)"
+    if ! debootstrap --variant=minbase --include="$include" "$suite" \
+            "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1; then
+        tail -n 30 "$work/debootstrap.log" >&2
+        die "debootstrap failed"
+    fi
+    install -m 755 "$here/sshd/ccc-entrypoint" \
+        "$work/rootfs/usr/local/sbin/ccc-entrypoint"
+    install -m 644 "$here/sshd/sshd_config" "$work/rootfs/etc/ssh/sshd_config"
+    # Host keys belong on the /home/.sshd volume, never in the image.
+    rm -f "$work"/rootfs/etc/ssh/ssh_host_*
+    rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb \
+        "$work"/rootfs/var/lib/apt/lists/* "$work"/rootfs/var/log/*.log
+    tar --numeric-owner -C "$work/rootfs" -cf "$work/rootfs.tar" .
+    mv "$work/rootfs.tar" "$out"
+    cleanup
+    work=
+}
+
+build_sshd() {
+    local tag=ccc-test/sshd:1 hash tarball lock
+    hash=$( { echo "recipe=$recipe suite=$suite variant=minbase include=$include"
+              dpkg --print-architecture
+              cd "$here/sshd" && find . -type f | LC_ALL=C sort | xargs sha256sum
+            } | sha256sum | cut -c1-16)
+    if image_current "$tag" "$hash"; then
+        log "$tag is up to date"
+        return
+    fi
+    mkdir -p "$cache_dir"
+    tarball=$cache_dir/sshd-rootfs-$hash.tar
+    exec {lock}>"$tarball.lock"
+    flock "$lock"    # concurrent builds share one debootstrap run
+    if [[ ! -s $tarball ]]; then
+        make_sshd_rootfs "$tarball"
+    else
+        log "using cached $tarball"
+    fi
+    exec {lock}>&-
+    import_image "$tag" "$hash" '["/usr/local/sbin/ccc-entrypoint"]' \
+        "$sys_path" "$tarball"
+    log "built $tag"
+}
+
+build_tiny() {
+    local tag=ccc-test/tiny:1 hash cmd
+    [[ -x $busybox ]] || die "$busybox missing (install busybox-static)"
+    if ldd "$busybox" >/dev/null 2>&1; then
+        die "$busybox is dynamically linked (install busybox-static)"
+    fi
+    hash=$( { echo "recipe=$recipe $tiny_entrypoint"; sha256sum <"$busybox"; } |
+            sha256sum | cut -c1-16)
+    if image_current "$tag" "$hash"; then
+        log "$tag is up to date"
+        return
+    fi
+    work=$(mktemp -d)
+    mkdir -p "$work"/rootfs/{bin,etc,root,proc,sys,dev}
+    install -d -m 1777 "$work/rootfs/tmp"
+    cp "$busybox" "$work/rootfs/bin/busybox"
+    for cmd in sh sleep env id cat ls stat mkdir touch; do
+        ln -s busybox "$work/rootfs/bin/$cmd"
+    done
+    echo 'root:x:0:0:root:/root:/bin/sh' >"$work/rootfs/etc/passwd"
+    echo 'root:x:0:' >"$work/rootfs/etc/group"
+    tar --numeric-owner --owner=0 --group=0 -C "$work/rootfs" -c . |
+        import_image "$tag" "$hash" "$tiny_entrypoint" /bin -
+    cleanup
+    work=
+    log "built $tag"
+}
+
+build_tiny
+build_sshd

@@ -1,0 +1,451 @@
+"""Private Docker daemons, one per simulated node, for integration tests.
+
+``start_dockerd()`` runs a dockerd that shares nothing mutable with the host's
+own daemon or with other test daemons:
+
+* API socket ``<base_dir>/<name>/docker.sock``, ``--data-root
+  <base_dir>/<name>/data``, log ``<base_dir>/<name>/dockerd.log`` and an empty
+  ``--config-file`` (so ``/etc/docker/daemon.json`` is ignored).
+* ``--exec-root /run/ccc-test-<name>`` (short, because containerd and the shims
+  put unix sockets below it) holding ``--pidfile`` as ``dockerd.pid``.  The
+  daemon therefore starts its own containerd, and the pidfile makes a second
+  daemon for the same name refuse to start.
+* Networking: ``--bridge cccbr-<name> --iptables=false``.  dockerd 20.10
+  rejects ``--bridge`` together with ``--bip`` ("mutually exclusive"), and
+  ``--bip`` alone reconfigures the shared ``docker0``; so the bridge is created
+  here with ``ip link add cccbr-<name> type bridge`` and given ``bridge_cidr``
+  (gateway address plus prefix), and dockerd derives the default network's
+  subnet from it.  ``--iptables=true`` is not usable side by side: every
+  daemon flushes the shared DOCKER / DOCKER-ISOLATION chains when it starts,
+  deleting the port mappings and isolation rules of every other daemon,
+  including the system one.  Because the host's FORWARD policy is DROP and
+  br_netfilter is loaded, two ``ACCEPT`` rules (``-i``/``-o cccbr-<name>``,
+  tagged with the comment ``ccc-test-<name>``) are inserted instead, so
+  containers can reach each other and other test bridges; there is no NAT to
+  the outside.  Published ports still work through docker-proxy.
+  ``--bridge=none`` must not be used: such a daemon deletes ``docker0``.
+
+A node name is host-wide: it names the bridge and the exec root, so it is
+limited to 9 characters of ``[a-z0-9-]`` (interface names have 15).
+
+Fake NVIDIA support: dockerd registers its built-in ``nvidia`` device driver
+(used for ``device_requests``) only when an executable called
+``nvidia-container-runtime-hook`` is on its PATH at start-up.  For such a
+request it adds ``NVIDIA_VISIBLE_DEVICES=<comma-joined device_ids>`` to the
+container's environment and the OCI prestart hook ``[<hook>, "prestart"]``.
+With ``fake_nvidia=True`` a fake hook, standing in for the real one from the
+NVIDIA container toolkit, is written to
+``<base_dir>/<name>/fake-nvidia/bin/nvidia-container-runtime-hook`` and that
+directory is put first on dockerd's PATH.  The fake reads the OCI state JSON
+from stdin, appends ``argv=<argv> bundle=<bundle path>`` to
+``<base_dir>/<name>/fake-nvidia/calls.log`` and exits 0; no device nodes or
+driver libraries are injected.
+
+Needs root, ``dockerd``, ``ip`` and ``iptables``.  Plain Python (docker SDK
+only), so it can be imported from a pytest conftest.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import pathlib
+import re
+import shlex
+import signal
+import subprocess
+import time
+from typing import List, Optional, Sequence
+
+import docker
+import requests
+
+HOOK_NAME = "nvidia-container-runtime-hook"
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,8}$")
+_MAX_SOCKET_PATH = 107  # sizeof(sockaddr_un.sun_path) - 1 on Linux
+
+
+class Dockerd:
+    """Handle on a private dockerd (started here or found running).
+
+    Attributes: ``name``, ``url`` (``unix://...``), ``node_dir``
+    (``<base_dir>/<name>``), ``log_path``, ``bridge`` (interface name),
+    ``gateway`` (bridge address), ``exec_root``, ``pidfile``, ``calls_log``
+    (fake hook log, ``None`` without fake NVIDIA) and ``reused`` (True when an
+    already running daemon was adopted instead of started).
+    """
+
+    def __init__(self, name: str, node_dir: pathlib.Path, bridge_cidr: str,
+                 fake_nvidia: bool, reused: bool,
+                 proc: Optional[subprocess.Popen] = None) -> None:
+        self.name = name
+        self.node_dir = node_dir
+        self.url = "unix://%s" % (node_dir / "docker.sock")
+        self.log_path = node_dir / "dockerd.log"
+        self.bridge = "cccbr-" + name
+        self.bridge_cidr = bridge_cidr
+        self.gateway = str(ipaddress.ip_interface(bridge_cidr).ip)
+        self.exec_root = pathlib.Path("/run/ccc-test-" + name)
+        self.pidfile = self.exec_root / "dockerd.pid"
+        self.calls_log = (node_dir / "fake-nvidia" / "calls.log"
+                          if fake_nvidia else None)
+        self.reused = reused
+        self._proc = proc
+
+    def __repr__(self) -> str:
+        return "Dockerd(name=%r, url=%r, reused=%r)" % (
+            self.name, self.url, self.reused)
+
+    def __enter__(self) -> "Dockerd":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def client(self, timeout: int = 120) -> docker.DockerClient:
+        """Return a new docker SDK client for this daemon (caller closes it)."""
+        return docker.DockerClient(base_url=self.url, timeout=timeout)
+
+    def pid(self) -> Optional[int]:
+        """PID of the running dockerd, or None if it is not running."""
+        if self._proc is not None:
+            return self._proc.pid if self._proc.poll() is None else None
+        pid = _read_pid(self.pidfile)
+        return pid if pid is not None and _alive(pid) else None
+
+    def stop(self, timeout: float = 30) -> None:
+        """Stop the daemon and remove its bridge and firewall rules.
+
+        Sends SIGTERM (dockerd then stops its containers and its containerd)
+        and waits up to ``timeout`` seconds; after that SIGKILLs dockerd, its
+        containerd, and the shims and container processes left behind.  Then
+        unmounts whatever is still mounted below the data and exec roots.
+        Data root and logs are kept.  Safe to call more than once.
+        """
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            if not self._wait_exit(pid, timeout):
+                self._kill_leftovers(pid)
+        # A killed daemon leaves mounts behind (container rootfs, netns, and
+        # the self bind mount of the data root, which the next daemon would
+        # then keep for good).
+        for top in (self.node_dir / "data", self.exec_root):
+            _unmount_below(top)
+        _ensure_forward_rules(self.name, self.bridge, present=False)
+        if _link_exists(self.bridge):
+            _run(["ip", "link", "del", self.bridge])
+
+    def _wait_exit(self, pid: int, timeout: float) -> bool:
+        if self._proc is not None:
+            try:
+                self._proc.wait(timeout)
+                return True
+            except subprocess.TimeoutExpired:
+                return False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return True
+            time.sleep(0.2)
+        return False
+
+    def _kill_leftovers(self, pid: int) -> None:
+        """SIGKILL dockerd, its containerd, its shims and their children."""
+        _kill(pid)
+        if self._proc is not None:
+            self._proc.wait()
+        containerd = _read_pid(self.exec_root / "containerd" / "containerd.pid")
+        if containerd is not None and _alive(containerd):
+            _kill(containerd)
+        address = str(self.exec_root / "containerd" / "containerd.sock")
+        for shim in _pids_with_arg(address):
+            for child in _children(shim):
+                _kill(child)
+            _kill(shim)
+
+
+def start_dockerd(name: str, base_dir: pathlib.Path, bridge_cidr: str,
+                  fake_nvidia: bool = True, timeout: float = 30,
+                  extra_args: Sequence[str] = ()) -> Dockerd:
+    """Start (or adopt) the private dockerd of node ``name``.
+
+    ``bridge_cidr`` is the bridge's own address with prefix, e.g.
+    ``"10.231.1.1/24"``; containers get addresses from that subnet.
+    ``extra_args`` are appended to the dockerd command line (for instance
+    ``--default-address-pool`` to keep user-defined networks of different
+    nodes apart).  If a daemon already answers on
+    ``<base_dir>/<name>/docker.sock`` it is returned with ``reused=True``
+    (its bridge address and fake-NVIDIA setting must match), so a developer
+    can keep daemons running between test runs.  Raises ``ValueError`` for
+    bad arguments and ``RuntimeError`` when the daemon cannot be started
+    within ``timeout`` seconds (the message ends with the log tail).
+    """
+    if not _NAME_RE.match(name):
+        raise ValueError("node name %r must match %s (bridge names are "
+                         "limited to 15 characters)" % (name, _NAME_RE.pattern))
+    iface = ipaddress.ip_interface(bridge_cidr)
+    if (iface.version != 4 or iface.network.prefixlen > 30
+            or iface.ip in (iface.network.network_address,
+                            iface.network.broadcast_address)):
+        raise ValueError("bridge_cidr %r must be an IPv4 host address with "
+                         "prefix, e.g. 10.231.1.1/24" % bridge_cidr)
+    node_dir = pathlib.Path(base_dir).resolve() / name
+    if len(str(node_dir / "docker.sock")) > _MAX_SOCKET_PATH:
+        raise ValueError("socket path under %s is too long for a unix socket"
+                         % node_dir)
+    node_dir.mkdir(parents=True, exist_ok=True)
+
+    if fake_nvidia:
+        _write_fake_hook(node_dir / "fake-nvidia")
+    handle = Dockerd(name, node_dir, bridge_cidr, fake_nvidia, reused=True)
+    if _ping(handle.url):
+        _check_reusable(handle, fake_nvidia)
+        _ensure_forward_rules(name, handle.bridge, present=True)
+        return handle
+
+    running = _read_pid(handle.pidfile)
+    if running is not None and _alive(running):
+        raise RuntimeError(
+            "a dockerd for node %r is already running (pid %d: %s) but does "
+            "not answer at %s" % (name, running, _cmdline(running), handle.url))
+    # dockerd and its containerd supervisor take any existing pid (zombies
+    # included, e.g. under a PID 1 that does not reap) for a live daemon.
+    for stale in (handle.pidfile,
+                  handle.exec_root / "containerd" / "containerd.pid"):
+        pid = _read_pid(stale)
+        if pid is not None and not _alive(pid):
+            stale.unlink()
+
+    _setup_bridge(handle.bridge, bridge_cidr)
+    _ensure_forward_rules(name, handle.bridge, present=True)
+    config_file = node_dir / "daemon.json"
+    config_file.write_text("{}\n")
+    cmd = [
+        "dockerd",
+        "--host", handle.url,
+        "--data-root", str(node_dir / "data"),
+        "--exec-root", str(handle.exec_root),
+        "--pidfile", str(handle.pidfile),
+        "--config-file", str(config_file),
+        "--bridge", handle.bridge,
+        "--iptables=false",
+        *extra_args,
+    ]
+    env = dict(os.environ)
+    if fake_nvidia:
+        env["PATH"] = "%s:%s" % (node_dir / "fake-nvidia" / "bin",
+                                 env.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin"))
+    with open(handle.log_path, "ab") as log:
+        log.write(("--- %s %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                    shlex.join(cmd))).encode())
+        log.flush()
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+    handle = Dockerd(name, node_dir, bridge_cidr, fake_nvidia, reused=False,
+                     proc=proc)
+    deadline = time.monotonic() + timeout
+    while not _ping(handle.url):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            reason = ("exited with status %s" % proc.returncode
+                      if proc.poll() is not None
+                      else "did not answer within %ss" % timeout)
+            handle.stop(timeout=10)
+            raise RuntimeError("dockerd for node %r %s; log %s:\n%s" % (
+                name, reason, handle.log_path, _tail(handle.log_path)))
+        time.sleep(0.2)
+    return handle
+
+
+def _write_fake_hook(fake_dir: pathlib.Path) -> None:
+    """Write the fake nvidia-container-runtime-hook (see module docstring)."""
+    bin_dir = fake_dir / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    hook = bin_dir / HOOK_NAME
+    hook.write_text(
+        "#!/bin/sh\n"
+        "# Fake nvidia-container-runtime-hook from tests/support/dockerd.py.\n"
+        "# Stands in for the NVIDIA container toolkit hook: it only records\n"
+        "# the call; no devices or driver libraries are injected.\n"
+        "PATH=/usr/sbin:/usr/bin:/sbin:/bin\n"
+        "state=$(cat)\n"
+        "bundle=$(printf '%%s\\n' \"$state\" |"
+        " sed -n 's/.*\"bundle\" *: *\"\\([^\"]*\\)\".*/\\1/p')\n"
+        "printf 'argv=%%s bundle=%%s\\n' \"$0 $*\" \"$bundle\" >> %s\n"
+        "exit 0\n" % shlex.quote(str(fake_dir / "calls.log")))
+    hook.chmod(0o755)
+
+
+def _check_reusable(handle: Dockerd, fake_nvidia: bool) -> None:
+    """Raise RuntimeError if a running daemon differs from what was asked."""
+    client = docker.DockerClient(base_url=handle.url, timeout=10)
+    try:
+        net = client.api.inspect_network("bridge")
+    finally:
+        client.close()
+    configs = (net.get("IPAM") or {}).get("Config") or [{}]
+    gateway = configs[0].get("Gateway")
+    bridge = (net.get("Options") or {}).get("com.docker.network.bridge.name")
+    if (gateway, bridge) != (handle.gateway, handle.bridge):
+        raise RuntimeError(
+            "dockerd at %s uses bridge %s/%s, not %s/%s; stop it first" % (
+                handle.url, bridge, gateway, handle.bridge, handle.gateway))
+    pid = handle.pid()
+    if pid is not None:
+        hook_dir = str(handle.node_dir / "fake-nvidia" / "bin")
+        path = _environ(pid).get("PATH", "").split(":")
+        if (hook_dir in path) != fake_nvidia:
+            raise RuntimeError("dockerd at %s was started with fake_nvidia=%s;"
+                               " stop it first" % (handle.url, not fake_nvidia))
+
+
+def _setup_bridge(bridge: str, cidr: str) -> None:
+    """Create ``bridge`` if needed and make ``cidr`` its only IPv4 address."""
+    if not _link_exists(bridge):
+        _run(["ip", "link", "add", "name", bridge, "type", "bridge"])
+    info = json.loads(_run(["ip", "-j", "-4", "addr", "show", "dev", bridge]))
+    have = ["%s/%s" % (a["local"], a["prefixlen"])
+            for entry in info for a in entry.get("addr_info", [])]
+    if have != [str(ipaddress.ip_interface(cidr))]:
+        _run(["ip", "-4", "addr", "flush", "dev", bridge])
+        _run(["ip", "addr", "add", cidr, "dev", bridge])
+    _run(["ip", "link", "set", bridge, "up"])
+
+
+def _ensure_forward_rules(name: str, bridge: str, present: bool) -> None:
+    """Insert (or delete) the FORWARD ACCEPT rules for ``bridge``."""
+    for direction in ("-i", "-o"):
+        rule = ["FORWARD", direction, bridge, "-m", "comment", "--comment",
+                "ccc-test-" + name, "-j", "ACCEPT"]
+        exists = subprocess.run(["iptables", "-w", "-C", *rule],
+                                stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL).returncode == 0
+        if present and not exists:
+            _run(["iptables", "-w", "-I", *rule])
+        elif not present:
+            while exists:
+                _run(["iptables", "-w", "-D", *rule])
+                exists = subprocess.run(["iptables", "-w", "-C", *rule],
+                                        stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL
+                                        ).returncode == 0
+
+
+def _ping(url: str) -> bool:
+    """True if a Docker API answers at ``url``."""
+    try:
+        client = docker.DockerClient(base_url=url, timeout=5)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (docker.errors.DockerException,
+            requests.exceptions.RequestException, OSError):
+        return False
+
+
+def _run(cmd: List[str]) -> str:
+    """Run ``cmd``; return stdout, raise RuntimeError with stderr on failure."""
+    res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    if res.returncode != 0:
+        raise RuntimeError("%s failed: %s" % (shlex.join(cmd),
+                                              res.stderr.strip()))
+    return res.stdout
+
+
+def _link_exists(ifname: str) -> bool:
+    return os.path.exists("/sys/class/net/" + ifname)
+
+
+def _read_pid(path: pathlib.Path) -> Optional[int]:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        stat = pathlib.Path("/proc/%d/stat" % pid).read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        raw = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes()
+    except OSError:
+        return "?"
+    return shlex.join(a.decode(errors="replace") for a in raw.split(b"\0") if a)
+
+
+def _environ(pid: int) -> dict:
+    try:
+        raw = pathlib.Path("/proc/%d/environ" % pid).read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="replace").partition("=")
+             for item in raw.split(b"\0") if item)
+    return {key: value for key, _, value in pairs}
+
+
+def _pids_with_arg(arg: str) -> List[int]:
+    """PIDs whose command line contains the exact argument ``arg``."""
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                args = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if arg.encode() in args:
+                found.append(int(entry.name))
+    return found
+
+
+def _children(ppid: int) -> List[int]:
+    """Direct children of ``ppid``."""
+    kids = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == ppid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def _unmount_below(top: pathlib.Path) -> None:
+    """Lazily unmount every mount point at or below ``top``, deepest first."""
+    prefix = str(top).rstrip("/")
+    points = []
+    with open("/proc/self/mountinfo") as mountinfo:
+        for line in mountinfo:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)),
+                           line.split()[4])
+            if point == prefix or point.startswith(prefix + "/"):
+                points.append(point)
+    for point in sorted(set(points), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
+def _tail(path: pathlib.Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
