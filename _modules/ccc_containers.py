@@ -319,7 +319,7 @@ def _user_overrides(record, settings_text, settings_error, last_good, rules):
     """Decide which user settings apply. Returns (overrides, status, messages, to_store)."""
     stack = record["STACK_NAME"]
     if settings_error is None and settings_text is None:
-        return {}, "missing", ["No settings file yet: a commented one was written for you."], None
+        return {}, "missing", [], None
     problems = []
     section = None
     if settings_error is not None:
@@ -814,7 +814,7 @@ def feedback_report(resolution, outcome, when):
     ]
     status_words = {
         "applied": "your settings file was accepted",
-        "missing": "no settings file; defaults used",
+        "missing": "no settings file yet (a commented one was written for you); defaults used",
         "rejected": "your settings file was REJECTED (see messages)",
     }
     if resolution.get("settings_status"):

@@ -423,11 +423,17 @@ def _write_new_file(path, text, mode, owner):
     return True
 
 
-def write_feedback(resolution, outcome, owner):
-    """
-    Write ``<STACK_NAME>.deploy`` when its content (apart from the timestamp) changed.
+def _messages_part(report):
+    return report.partition("\nmessages:\n")[2]
 
-    The file is replaced atomically; a symlink planted there is replaced, never followed.
+
+def write_feedback(resolution, outcome, owner, changed=True):
+    """
+    Write ``<STACK_NAME>.deploy`` beside the user's settings file.
+
+    After a run that changed nothing the report is kept unless its messages differ, so a no-op
+    apply writes nothing and the user still sees what last happened. The file is replaced
+    atomically; a symlink planted there is replaced, never followed.
 
     CLI Example:
 
@@ -444,8 +450,8 @@ def write_feedback(resolution, outcome, owner):
         if os.path.islink(paths["feedback_file"]):
             raise FileNotFoundError
         with open(paths["feedback_file"], encoding="utf-8") as handle:
-            existing = handle.read(1 << 20)
-        if existing.split("\n", 1)[-1] == body:
+            existing = handle.read(1 << 20).split("\n", 1)[-1]
+        if existing == body or (not changed and _messages_part(existing) == _messages_part(body)):
             return False
     except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
         pass
@@ -522,7 +528,7 @@ def apply_resolution(client, cluster, resolution, test=False):
         resolution = dict(resolution, user_messages=resolution["user_messages"] + [message])
         write_feedback(resolution, "NOT deployed: " + message, owner)
         return _failure(f"{stack}: {message}", changes)
-    write_feedback(resolution, outcome, owner)
+    write_feedback(resolution, outcome, owner, changed=bool(changes))
     comment = f"{stack}: {outcome} ({resolution['reason']})"
     if resolution["settings_status"] == "rejected":
         notes.append("user settings rejected: " + "; ".join(resolution["user_messages"][1:]))

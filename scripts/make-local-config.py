@@ -37,6 +37,7 @@ def main():
                          + [str(REPO / "pillar"), str(pathlib.Path(args.site).resolve())]},
         "file_ignore_regex": [r"^pillar/", r"^sample-pillar/", r"^tests/", r"^reactor/", r"^\.git/"],
         "cachedir": str(state / "cache"),
+        "extension_modules": str(state / "cache" / "extmods"),
         "pki_dir": str(state / "pki"),
         "sock_dir": str(state / "sock"),
         "log_file": str(state / "minion.log"),

@@ -9,7 +9,8 @@ own daemon or with other test daemons:
 * ``--exec-root /run/ccc-test-<name>`` (short, because containerd and the shims
   put unix sockets below it) holding ``--pidfile`` as ``dockerd.pid``.  The
   daemon therefore starts its own containerd, and the pidfile makes a second
-  daemon for the same name refuse to start.
+  daemon for the same name refuse to start.  dockerd runs in its own session,
+  so it outlives the test process unless ``stop()`` is called.
 * Networking: ``--bridge cccbr-<name> --iptables=false``.  dockerd 20.10
   rejects ``--bridge`` together with ``--bip`` ("mutually exclusive"), and
   ``--bip`` alone reconfigures the shared ``docker0``; so the bridge is created
@@ -22,11 +23,15 @@ own daemon or with other test daemons:
   br_netfilter is loaded, two ``ACCEPT`` rules (``-i``/``-o cccbr-<name>``,
   tagged with the comment ``ccc-test-<name>``) are inserted instead, so
   containers can reach each other and other test bridges; there is no NAT to
-  the outside.  Published ports still work through docker-proxy.
-  ``--bridge=none`` must not be used: such a daemon deletes ``docker0``.
+  the outside.  Published ports still work through docker-proxy.  Bridges of
+  user-defined networks need ``Dockerd.allow_forwarding(iface)`` for the
+  same reason.  ``--bridge=none`` must not be used: such a daemon deletes
+  ``docker0``.
 
-A node name is host-wide: it names the bridge and the exec root, so it is
-limited to 9 characters of ``[a-z0-9-]`` (interface names have 15).
+Everything network-related is shared by all daemons on the host: a node name
+names the bridge and the exec root, so it is limited to 9 characters of
+``[a-z0-9-]`` (interface names have 15), and user-defined networks of
+different nodes need distinct subnets and bridge names.
 
 Fake NVIDIA support: dockerd registers its built-in ``nvidia`` device driver
 (used for ``device_requests``) only when an executable called
@@ -71,9 +76,10 @@ class Dockerd:
 
     Attributes: ``name``, ``url`` (``unix://...``), ``node_dir``
     (``<base_dir>/<name>``), ``log_path``, ``bridge`` (interface name),
-    ``gateway`` (bridge address), ``exec_root``, ``pidfile``, ``calls_log``
-    (fake hook log, ``None`` without fake NVIDIA) and ``reused`` (True when an
-    already running daemon was adopted instead of started).
+    ``bridge_cidr``, ``gateway`` (bridge address), ``exec_root``, ``pidfile``,
+    ``calls_log`` (fake hook log, ``None`` without fake NVIDIA) and
+    ``reused`` (True when an already running daemon was adopted instead of
+    started).
     """
 
     def __init__(self, name: str, node_dir: pathlib.Path, bridge_cidr: str,
@@ -114,6 +120,16 @@ class Dockerd:
         pid = _read_pid(self.pidfile)
         return pid if pid is not None and _alive(pid) else None
 
+    def allow_forwarding(self, iface: str) -> None:
+        """Let the host forward traffic from and to ``iface``.
+
+        Needed for the bridge of every user-defined network of this daemon
+        whose containers must talk to each other or to other nodes: dockerd
+        runs with ``--iptables=false`` and the host's FORWARD policy is DROP.
+        ``stop()`` removes these rules again.
+        """
+        _allow_forwarding(self.name, iface)
+
     def stop(self, timeout: float = 30) -> None:
         """Stop the daemon and remove its bridge and firewall rules.
 
@@ -121,8 +137,11 @@ class Dockerd:
         and waits up to ``timeout`` seconds; after that SIGKILLs dockerd, its
         containerd, and the shims and container processes left behind.  Then
         unmounts whatever is still mounted below the data and exec roots.
-        Data root and logs are kept.  Safe to call more than once.
+        The bridges of user-defined networks are deleted too (dockerd
+        recreates them on its next start).  Data root and logs are kept.
+        Safe to call more than once.
         """
+        bridges = [self.bridge] + _network_bridges(self.url)
         pid = self.pid()
         if pid is not None:
             os.kill(pid, signal.SIGTERM)
@@ -133,9 +152,10 @@ class Dockerd:
         # then keep for good).
         for top in (self.node_dir / "data", self.exec_root):
             _unmount_below(top)
-        _ensure_forward_rules(self.name, self.bridge, present=False)
-        if _link_exists(self.bridge):
-            _run(["ip", "link", "del", self.bridge])
+        _remove_forwarding(self.name)
+        for bridge in bridges:
+            if _link_exists(bridge):
+                _run(["ip", "link", "del", bridge])
 
     def _wait_exit(self, pid: int, timeout: float) -> bool:
         if self._proc is not None:
@@ -202,7 +222,7 @@ def start_dockerd(name: str, base_dir: pathlib.Path, bridge_cidr: str,
     handle = Dockerd(name, node_dir, bridge_cidr, fake_nvidia, reused=True)
     if _ping(handle.url):
         _check_reusable(handle, fake_nvidia)
-        _ensure_forward_rules(name, handle.bridge, present=True)
+        _allow_forwarding(name, handle.bridge)
         return handle
 
     running = _read_pid(handle.pidfile)
@@ -219,7 +239,7 @@ def start_dockerd(name: str, base_dir: pathlib.Path, bridge_cidr: str,
             stale.unlink()
 
     _setup_bridge(handle.bridge, bridge_cidr)
-    _ensure_forward_rules(name, handle.bridge, present=True)
+    _allow_forwarding(name, handle.bridge)
     config_file = node_dir / "daemon.json"
     config_file.write_text("{}\n")
     cmd = [
@@ -314,23 +334,42 @@ def _setup_bridge(bridge: str, cidr: str) -> None:
     _run(["ip", "link", "set", bridge, "up"])
 
 
-def _ensure_forward_rules(name: str, bridge: str, present: bool) -> None:
-    """Insert (or delete) the FORWARD ACCEPT rules for ``bridge``."""
+def _allow_forwarding(name: str, iface: str) -> None:
+    """Insert FORWARD ACCEPT rules for ``iface`` tagged ``ccc-test-<name>``."""
     for direction in ("-i", "-o"):
-        rule = ["FORWARD", direction, bridge, "-m", "comment", "--comment",
+        rule = ["FORWARD", direction, iface, "-m", "comment", "--comment",
                 "ccc-test-" + name, "-j", "ACCEPT"]
-        exists = subprocess.run(["iptables", "-w", "-C", *rule],
-                                stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL).returncode == 0
-        if present and not exists:
+        if subprocess.run(["iptables", "-w", "-C", *rule],
+                          stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode != 0:
             _run(["iptables", "-w", "-I", *rule])
-        elif not present:
-            while exists:
-                _run(["iptables", "-w", "-D", *rule])
-                exists = subprocess.run(["iptables", "-w", "-C", *rule],
-                                        stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL
-                                        ).returncode == 0
+
+
+def _remove_forwarding(name: str) -> None:
+    """Delete every FORWARD rule tagged ``ccc-test-<name>``."""
+    for line in _run(["iptables", "-w", "-S", "FORWARD"]).splitlines():
+        args = shlex.split(line)
+        if args[:1] == ["-A"] and "ccc-test-" + name in args:
+            _run(["iptables", "-w", "-D", *args[1:]])
+
+
+def _network_bridges(url: str) -> List[str]:
+    """Bridge interfaces of the user-defined bridge networks at ``url``."""
+    if not _ping(url):
+        return []
+    client = docker.DockerClient(base_url=url, timeout=10)
+    try:
+        networks = client.api.networks(filters={"driver": "bridge"})
+    finally:
+        client.close()
+    names = []
+    for net in networks:
+        options = net.get("Options") or {}
+        if options.get("com.docker.network.bridge.default_bridge") == "true":
+            continue
+        names.append(options.get("com.docker.network.bridge.name")
+                     or "br-" + net["Id"][:12])
+    return names
 
 
 def _ping(url: str) -> bool:

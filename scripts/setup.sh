@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Prepare a Debian/Ubuntu machine (as root) for ccc-salt: apt packages, the project venv in
+# .venv, a Docker engine that answers, and shared mount propagation on / (Docker needs it for
+# the rslave bind of /storage/private; systemd hosts have it already).
+#   scripts/setup.sh [--test]   --test also installs the test dependencies
+set -euo pipefail
+cd "$(dirname "$0")/.."
+with_tests=0
+[[ "${1:-}" == "--test" ]] && with_tests=1
+
+need_apt=()
+command -v dockerd >/dev/null || need_apt+=(docker.io)
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)
+command -v ssh-keygen >/dev/null || need_apt+=(openssh-client)
+[[ -x /bin/busybox ]] || need_apt+=(busybox-static)
+command -v ip >/dev/null || need_apt+=(iproute2)
+command -v iptables >/dev/null || need_apt+=(iptables)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
+if ((${#need_apt[@]})); then
+    echo "== apt-get install ${need_apt[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+    echo "== creating .venv"
+    python3 -m venv .venv
+fi
+stamp=".venv/.ccc-installed-$(sha256sum pyproject.toml | cut -c1-16)-$with_tests"
+if [[ ! -e "$stamp" ]]; then
+    echo "== installing Python dependencies into .venv"
+    .venv/bin/pip install -q --upgrade pip >/dev/null
+    if ((with_tests)); then .venv/bin/pip install -q ".[test]"; else .venv/bin/pip install -q .; fi
+    rm -f .venv/.ccc-installed-*
+    touch "$stamp"
+fi
+
+if ! docker info >/dev/null 2>&1; then
+    echo "== starting dockerd (log: /var/log/ccc-dockerd.log)"
+    nohup dockerd >/var/log/ccc-dockerd.log 2>&1 &
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    docker info >/dev/null 2>&1 || { tail -20 /var/log/ccc-dockerd.log; echo "dockerd did not start" >&2; exit 1; }
+fi
+
+if [[ "$(findmnt -n -o PROPAGATION /)" == private ]]; then
+    echo "== making / a shared mount (as systemd does at boot)"
+    mount --make-rshared /
+fi

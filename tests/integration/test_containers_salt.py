@@ -1,0 +1,203 @@
+"""End to end through Salt: `salt-call --local state.apply containers` against sample-pillar/ on a
+real (private) dockerd. GPUs: that dockerd runs with a fake `nvidia-container-runtime-hook` on its
+PATH (the narrowest hardware boundary, see tests/support/dockerd.py), so Docker's own nvidia
+device driver accepts the GPU device requests and passes the UUIDs to the hook."""
+
+import json
+import pathlib
+
+import pytest
+import yaml
+
+from support.site import SaltNode, sample_ccc
+
+NODE1_STACKS = {"ana-main", "ana-jupyter", "bor-main"}
+LAB_GPUS = sample_ccc("node1")["node"]["compute_devices"]["device_lab"]
+STUDENT_GPUS = sample_ccc("node1")["node"]["compute_devices"]["device_student"]
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture
+def node1(tmp_path, clean_node1, storage):
+    salt = SaltNode(tmp_path / "salt", "node1", clean_node1.url, storage)
+    salt.client = clean_node1.client()
+    salt.daemon = clean_node1
+    return salt
+
+
+def managed(client):
+    return {c.labels["ccc.stack"]: c for c in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"})}
+
+
+def user_dir(storage, email):
+    return pathlib.Path(storage) / "shared" / "user_data" / email
+
+
+def changed_states(results):
+    return {state_id for state_id, result in results.items() if result["changes"]}
+
+
+def test_first_apply_deploys_the_node_contract_and_second_apply_changes_nothing(node1, storage):
+    results, code = node1.apply()
+    assert code == 0, json.dumps(results, indent=1)[-3000:]
+    containers = managed(node1.client)
+    assert set(containers) == NODE1_STACKS
+    assert all(c.status == "running" for c in containers.values())
+
+    attrs = node1.client.api.inspect_container("ana-main")
+    env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
+    assert env["USER_NAME"] == "ana"
+    assert env["USER_ID"] == "1000"
+    assert env["USER_PUBKEY"].startswith("ssh-ed25519 ")
+    assert env["CONTAINER_NAME"] == "ana-main" and env["CONTAINER_NODE"] == "node1"
+    assert env["CONTAINER_IMAGE"] == "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
+    assert env["RUNIT_STATUS_FILE"] == "/home/ana/.containers/ana-main.status"
+    assert env["RUNIT_WORKING_ENV_FILE"] == "/home/ana/.containers/ana-main.env-backup"
+    assert env["APPS"] == "/opt/apps/matlab/bin/matlab:/opt/apps/pycharm/bin/pycharm.sh,pycharm"
+    assert "'/home/ana/.containers/ana-main.yml'" in env["CONTAINER_WELCOME_MSG"]
+    assert env["NVIDIA_VISIBLE_DEVICES"] == ",".join(LAB_GPUS)
+    assert "USER_GROUPS" not in env
+
+    labels = attrs["Config"]["Labels"]
+    assert labels["frp.enabled"] == "true"
+    assert labels["frp.22"] == "tcp" and labels["frp.22.health_check"] == "false"
+    assert labels["frp.6006"] == "http"
+    assert labels["frp.6006.http.subdomain"] == "node1-ana-tb"
+    assert labels["frp.6006.http.username"] == "ana"
+    assert labels["frp.6006.http.password"] == "change-me"
+    assert labels["frp.notify_email"] == "ana.novak@example.org"
+    assert labels["ccc-user.email"] == "ana.novak@example.org" and labels["ccc-user.name"] == "Ana Novak"
+    assert "ccc-user.mentor" not in labels
+    assert labels["ccc.managed-by"] == "ccc-salt" and len(labels["ccc.spec-hash"]) == 20
+    assert set(attrs["Config"]["ExposedPorts"]) == {"22/tcp", "6006/tcp"}
+
+    host = attrs["HostConfig"]
+    assert attrs["Config"]["Hostname"] == "node1"
+    assert host["RestartPolicy"]["Name"] == "unless-stopped"
+    assert host["ShmSize"] == 8 * 1024**3
+    assert not host["Privileged"]
+    [request] = host["DeviceRequests"]
+    assert request["Driver"] == "nvidia" and request["DeviceIDs"] == LAB_GPUS
+    assert request["Capabilities"] == [["gpu"]]
+    mounts = {m["Destination"]: m for m in attrs["Mounts"]}
+    home = user_dir(storage, "ana.novak@example.org")
+    assert mounts["/home/ana"]["Source"] == str(home / "ana-main") and mounts["/home/ana"]["RW"]
+    assert mounts["/home/ana/.containers"]["Source"] == str(home / "container-settings")
+    assert mounts["/storage/user"]["Source"] == str(home)
+    assert not mounts["/opt/apps"]["RW"] and not mounts["/home/.sshd"]["RW"]
+    assert mounts["/storage/group"]["RW"] and mounts["/storage/datasets"]["RW"]
+    assert mounts["/storage/private"]["Propagation"] == "rslave"
+    assert mounts["/storage/private/lab"]["Source"].endswith("/private_data/lab")
+    assert set(attrs["NetworkSettings"]["Networks"]) == {"lab-unrestricted", "claims"}
+
+    # The GPU request reached the runtime hook (fake NVIDIA toolkit), with the UUIDs in the env.
+    calls = pathlib.Path(node1.daemon.calls_log).read_text()
+    assert "prestart" in calls
+    pid1_env = node1.client.containers.get("ana-main").exec_run(["cat", "/proc/1/environ"]).output.split(b"\0")
+    visible = [item for item in pid1_env if item.startswith(b"NVIDIA_VISIBLE_DEVICES=")]
+    assert visible == [f"NVIDIA_VISIBLE_DEVICES={','.join(LAB_GPUS)}".encode()]
+
+    bor = node1.client.api.inspect_container("bor-main")
+    assert bor["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == LAB_GPUS + STUDENT_GPUS
+    assert bor["Config"]["Labels"]["ccc-user.mentor"] == "Ana Novak"
+    jupyter = node1.client.api.inspect_container("ana-jupyter")
+    assert {m["Destination"]: m["Source"] for m in jupyter["Mounts"]}["/home/ana"] == str(home / "ana-main")
+
+    default_settings = home / "container-settings" / "ana-main.yml"
+    assert default_settings.stat().st_uid == 1000
+    assert yaml.safe_load(default_settings.read_text()) == {"ana-main": None}
+    report = (home / "container-settings" / "ana-main.deploy").read_text()
+    assert "node: node1" in report and "result: created and started" in report
+
+    ids = {stack: c.id for stack, c in containers.items()}
+    results, code = node1.apply()
+    assert code == 0
+    assert changed_states(results) == set(), [results[s]["changes"] for s in changed_states(results)]
+    assert {stack: c.id for stack, c in managed(node1.client).items()} == ids
+    assert (home / "container-settings" / "ana-main.deploy").read_text() == report
+
+
+def test_a_user_setting_recreates_only_that_container_and_test_mode_shows_the_diff(node1, storage):
+    node1.apply()
+    ids = {stack: c.id for stack, c in managed(node1.client).items()}
+    settings = user_dir(storage, "ana.novak@example.org") / "container-settings" / "ana-main.yml"
+    settings.write_text("ana-main:\n  SHM_SIZE: 4g\n  INSTALL_PACKAGES: htop tmux\n")
+
+    preview, code = node1.apply("test=True")
+    assert preview["ccc-container-ana-main"]["result"] is None
+    diff = preview["ccc-container-ana-main"]["changes"]["recreated"]
+    assert diff["shm_size"] == {"old": 8 * 1024**3, "new": 4 * 1024**3}
+    assert diff["environment"]["INSTALL_PACKAGES"] == {"old": "", "new": "htop tmux"}
+    assert "labels" not in diff or all("password" not in k or v["new"] == "***" for k, v in diff["labels"].items())
+    assert {stack: c.id for stack, c in managed(node1.client).items()} == ids
+
+    results, code = node1.apply()
+    assert code == 0
+    after = {stack: c.id for stack, c in managed(node1.client).items()}
+    assert after["ana-main"] != ids["ana-main"]
+    assert {s: i for s, i in after.items() if s != "ana-main"} == {s: i for s, i in ids.items() if s != "ana-main"}
+    attrs = node1.client.api.inspect_container("ana-main")
+    assert attrs["HostConfig"]["ShmSize"] == 4 * 1024**3
+    assert "INSTALL_PACKAGES=htop tmux" in attrs["Config"]["Env"]
+    assert changed_states(results) == {"ccc-container-ana-main"}
+    report = (settings.parent / "ana-main.deploy").read_text()
+    assert "result: recreated with the new settings" in report and "packages: htop tmux" in report
+
+
+def test_filters_orphans_moves_and_disabled_purge(node1, storage):
+    node1.apply()
+    ids = {stack: c.id for stack, c in managed(node1.client).items()}
+
+    # A filtered run touches only the selected container.
+    settings_dir = user_dir(storage, "bor.kralj@example.org") / "container-settings"
+    (settings_dir / "bor-main.yml").write_text("bor-main:\n  DEPLOYMENT_NODES: [node2]\n")
+    results, code = node1.apply('pillar={"containers": "ana-main"}')
+    assert code == 0 and set(k for k in results if k.startswith("ccc-container-")) == {"ccc-container-ana-main"}
+    assert "bor-main" in managed(node1.client)
+
+    # bor-main moved to node2: node1 removes it; the home stays.
+    results, code = node1.apply('pillar={"users": "bor.kralj@example.org"}')
+    assert code == 0
+    assert results["ccc-container-bor-main"]["changes"]["removed"]
+    assert "bor-main" not in managed(node1.client)
+    assert (user_dir(storage, "bor.kralj@example.org") / "bor-main").is_dir()
+
+    # ana-jupyter is dropped from pillar: the orphan is removed, its data is kept.
+    containers = [c for c in sample_ccc("node1")["containers"] if c["STACK_NAME"] != "ana-jupyter"]
+    node1.write_pillar({"containers": containers})
+    results, code = node1.apply()
+    assert code == 0
+    assert results["ccc-containers-orphans"]["changes"] == {"removed": ["ana-jupyter"]}
+    assert set(managed(node1.client)) == {"ana-main"}
+    assert managed(node1.client)["ana-main"].id == ids["ana-main"]
+
+    # DISABLED + PURGE_USER_DATA removes ana-main and only that stack's own data.
+    (user_dir(storage, "ana.novak@example.org") / "ana-main" / "notes.txt").write_text("mine")
+    for entry in containers:
+        if entry["STACK_NAME"] == "ana-main":
+            entry.update(DISABLED=True, PURGE_USER_DATA=True, STORAGE_NAME="ana-main")
+    containers.append({"STACK_NAME": "ana-second", "USER_EMAIL": "ana.novak@example.org",
+                       "CONTAINER_IMAGE": "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1", "DEPLOYMENT_NODES": ["node2"]})
+    node1.write_pillar({"containers": containers})
+    results, code = node1.apply()
+    assert code == 0, results
+    assert "ana-main" not in managed(node1.client)
+    ana = user_dir(storage, "ana.novak@example.org")
+    assert not (ana / "ana-main").exists()
+    assert not (ana / "container-settings" / "ana-main.yml").exists()
+    assert (ana / "container-settings").is_dir()
+    assert (ana / "container-settings" / "ana-jupyter.yml").exists()
+
+
+def test_bad_admin_record_fails_only_that_container(node1, storage):
+    containers = sample_ccc("node1")["containers"]
+    containers[0] = dict(containers[0], USER_EMAIL="nobody@example.org")
+    node1.write_pillar({"containers": containers})
+    results, code = node1.apply(check=False)
+    assert code != 0
+    assert results["ccc-container-ana-main"]["result"] is False
+    assert "nobody@example.org" in results["ccc-container-ana-main"]["comment"]
+    assert results["ccc-container-bor-main"]["result"] is True
+    assert "failed: ana-main" in results["ccc-containers-summary"]["comment"]
+    assert set(managed(node1.client)) == {"ana-jupyter", "bor-main"}
