@@ -352,7 +352,8 @@ def _reserved_subdomains(cluster, nodes):
 
 def taken_subdomains(ccc, stored_settings, except_stack=None):
     """
-    Map every FRP HTTP subdomain in use to its STACK_NAME, from pillar and accepted user settings.
+    Map every FRP HTTP subdomain in use (as written and, when prefixed, as ``<node>-<sub>`` for
+    every cluster node) to its STACK_NAME, from pillar and accepted user settings.
 
     ``stored_settings`` maps STACK_NAME -> the last accepted user section (or None).
 
@@ -364,6 +365,7 @@ def taken_subdomains(ccc, stored_settings, except_stack=None):
     """
     taken = {}
     users = (ccc or {}).get("users") or {}
+    nodes = cluster_nodes(ccc)
     for entry in (ccc or {}).get("containers") or []:
         if not isinstance(entry, dict):
             continue
@@ -373,7 +375,11 @@ def taken_subdomains(ccc, stored_settings, except_stack=None):
         frp = _merge_frp(record.get("FRP_PORTS"), (stored_settings.get(stack) or {}).get("FRP_PORTS"))
         for http in (frp or {}).get("HTTP") or []:
             if isinstance(http, dict) and stack != except_stack and http.get("subdomain"):
-                taken.setdefault(str(http["subdomain"]), stack)
+                subdomain = str(http["subdomain"])
+                # The raw name and every name FRP will serve (``<node>-<sub>`` when prefixed).
+                prefix = http.get("subdomain_hostname_prefix", True)
+                for name in [subdomain] + ccc_settings.effective_subdomains(subdomain, prefix, nodes):
+                    taken.setdefault(name, stack)
     return taken
 
 

@@ -16,7 +16,9 @@ import grp
 import json
 import logging
 import os
+import secrets
 import shutil
+import stat
 import sys
 import time
 import urllib.error
@@ -397,8 +399,10 @@ def ensure_directories(directories):
 def _write_file_atomic(path, text, mode, owner=None):
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.ccc-tmp-{os.getpid()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    # A fresh, unpredictable name opened with O_EXCL: nothing planted in advance (a FIFO, a
+    # symlink, a hard link) can be opened in its place.
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.ccc-tmp-{os.getpid()}-{secrets.token_hex(8)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         os.write(fd, text.encode("utf-8"))
         if owner:
@@ -406,7 +410,11 @@ def _write_file_atomic(path, text, mode, owner=None):
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
-    os.replace(temporary, path)
+    try:
+        os.replace(temporary, path)
+    except OSError:
+        os.unlink(temporary)
+        raise
 
 
 def _write_new_file(path, text, mode, owner):
@@ -442,20 +450,30 @@ def write_feedback(resolution, outcome, owner, changed=True):
         salt-call state.apply containers  # writes these reports
     """
     paths = resolution.get("paths")
-    if not paths or not os.path.isdir(paths["settings_dir"]):
+    # The settings folder is user-controlled: never write through a symlink planted in its place.
+    if not paths or os.path.islink(paths["settings_dir"]) or not os.path.isdir(paths["settings_dir"]):
         return False
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     text, body = ccc_containers.feedback_report(resolution, outcome, when)
     try:
-        if os.path.islink(paths["feedback_file"]):
-            raise FileNotFoundError
-        with open(paths["feedback_file"], encoding="utf-8") as handle:
-            existing = handle.read(1 << 20).split("\n", 1)[-1]
+        # Non-blocking, no symlinks, regular files only: a FIFO planted here must not hang the run.
+        fd = os.open(paths["feedback_file"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise FileNotFoundError
+            existing = os.read(fd, 1 << 20).decode("utf-8").split("\n", 1)[-1]
+        finally:
+            os.close(fd)
         if existing == body or (not changed and _messages_part(existing) == _messages_part(body)):
             return False
-    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+    except (OSError, UnicodeDecodeError):
         pass
-    _write_file_atomic(paths["feedback_file"], text, 0o644, owner)
+    try:
+        _write_file_atomic(paths["feedback_file"], text, 0o644, owner)
+    except OSError as exc:
+        # Best effort: whatever the user put in the way (a folder, say) only costs them the report.
+        log.warning("cannot write %s: %s", paths["feedback_file"], exc)
+        return False
     return True
 
 
@@ -503,6 +521,13 @@ def apply_resolution(client, cluster, resolution, test=False):
         return {"result": None if changes else True, "changes": changes, "comment": _join(comment, notes)}
 
     try:
+        # The user can rename and replace anything inside their own folder (/storage/user is rw):
+        # a symlink there would make Docker bind-mount, or this node write into, its target.
+        user_dir = resolution["paths"]["user_dir"]
+        linked = [d["path"] for d in resolution["directories"]
+                  if os.path.dirname(d["path"]) == user_dir and os.path.islink(d["path"])]
+        if linked:
+            raise PermissionError(f"a symbolic link where a folder belongs, refusing to use it: {', '.join(linked)}")
         created_dirs = ensure_directories(resolution["directories"])
         missing = [m["source"] for m in spec["mounts"] if not os.path.exists(m["source"])]
         if missing:

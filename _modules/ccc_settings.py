@@ -208,14 +208,29 @@ def read_settings_file(path, max_bytes=MAX_SETTINGS_BYTES):
         salt-call ccc_settings.read_settings_file /data/users/a@b.org/container-settings/box.yml
     """
     name = os.path.basename(path)
+    folder = os.path.dirname(path) or "."
+    # The folder is user-controlled too (it sits in the user's rw /storage/user): open it without
+    # following a symlink, then open the file relative to it.
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(folder):
+            raise SettingsError(
+                f"the folder {os.path.basename(folder)} is a symbolic link; it must be a real folder"
+            ) from None
+        raise SettingsError(f"the folder of {name} cannot be read ({os.strerror(exc.errno)})") from None
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise SettingsError(f"{name} is a symbolic link; it must be a regular file") from None
         raise SettingsError(f"{name} cannot be read ({os.strerror(exc.errno)})") from None
+    finally:
+        os.close(dir_fd)
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -253,6 +268,8 @@ def parse_settings_text(text, stack_name):
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SettingsError(f"the file is not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise SettingsError("the file is not valid here: its lists or mappings are nested too deeply") from None
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -387,6 +404,13 @@ def validate_user_settings(section, stack_name, rules):
             problems.append(f"{_short(key)} is not a setting you can change")
     if problems:
         return problems
+    # JSON-schema patterns end in "$", which Python also matches before a final newline; so
+    # control characters are refused here, once, for every value (USER_PUBKEY is checked per line).
+    problems.extend(_control_character_problems(
+        {key: value for key, value in section.items() if key != "USER_PUBKEY"}, ""
+    ))
+    if problems:
+        return problems
     problems.extend(_schema_messages(section, stack_name))
     if problems:
         return problems
@@ -422,6 +446,21 @@ def validate_user_settings(section, stack_name, rules):
     return problems
 
 
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _control_character_problems(value, path):
+    if isinstance(value, str):
+        if _CONTROL_CHARS.search(value):
+            return [f"{path}: control characters (newlines, tabs, escapes) are not allowed in {_short(value)}"]
+        return []
+    if isinstance(value, dict):
+        return [p for key, item in value.items() for p in _control_character_problems(item, f"{path}.{key}".lstrip("."))]
+    if isinstance(value, list):
+        return [p for index, item in enumerate(value) for p in _control_character_problems(item, f"{path}.{index}")]
+    return []
+
+
 def _check_frp_ports(frp_ports, rules):
     if not frp_ports:
         return []
@@ -436,12 +475,16 @@ def _check_frp_ports(frp_ports, rules):
             problems.append(f"FRP_PORTS.HTTP: subdomain {subdomain!r} is listed twice")
         seen.add(subdomain)
         prefix = entry.get("subdomain_hostname_prefix", True)
-        for name in effective_subdomains(subdomain, prefix, nodes) + [subdomain]:
+        names = effective_subdomains(subdomain, prefix, nodes) + [subdomain]
+        for name in names:
             if name in reserved:
                 problems.append(f"FRP_PORTS.HTTP: subdomain {name!r} is reserved for cluster services")
                 break
-        if subdomain in taken:
-            problems.append(f"FRP_PORTS.HTTP: subdomain {subdomain!r} is already used by another container")
+        # ``taken`` holds raw and node-prefixed names, so "node1-x" unprefixed clashes with "x" prefixed.
+        clash = next((name for name in names if name in taken), None)
+        if clash is not None:
+            shown = repr(subdomain) if clash == subdomain else f"{subdomain!r} (as {clash!r})"
+            problems.append(f"FRP_PORTS.HTTP: subdomain {shown} is already used by another container")
         if entry.get("https_without_pass") and "pass" in entry:
             problems.append(f"FRP_PORTS.HTTP: 'pass' has no effect together with https_without_pass ({subdomain!r})")
     return problems

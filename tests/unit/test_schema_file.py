@@ -1,0 +1,34 @@
+"""The schema shipped for editors (schema/container-settings.schema.json) is the one the
+deployment validates with, and it accepts the default settings file the deployment writes."""
+
+import json
+import pathlib
+
+import jsonschema
+import yaml
+
+import ccc_containers
+import ccc_settings
+from support.site import sample_ccc
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_shipped_schema_matches_the_validator():
+    shipped = json.loads((REPO / "schema" / "container-settings.schema.json").read_text())
+    assert shipped == ccc_settings.USER_SETTINGS_SCHEMA
+
+
+def test_default_settings_files_validate_against_the_shipped_schema():
+    shipped = json.loads((REPO / "schema" / "container-settings.schema.json").read_text())
+    ccc = sample_ccc("node1")
+    for entry in ccc["containers"]:
+        record, _ = ccc_containers.container_record(ccc, entry["STACK_NAME"])
+        text = ccc_containers.default_settings_text(record)
+        document = yaml.safe_load(text)
+        jsonschema.validate(document, shipped)
+        assert document == {entry["STACK_NAME"]: None}
+        # Uncommenting every line gives a file the deployment accepts as it is.
+        uncommented = "\n".join(line[1:] if line.startswith("#  ") else line for line in text.splitlines())
+        section = yaml.safe_load(uncommented)[entry["STACK_NAME"]]
+        jsonschema.validate({entry["STACK_NAME"]: {k: v for k, v in section.items() if v not in ("", [])}}, shipped)
