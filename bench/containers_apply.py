@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Benchmark: `state.apply containers` on one node with N containers (default 10 and 50).
+
+Runs on a private dockerd ("bench", fake NVIDIA hook) with the tiny test image, through
+masterless salt-call exactly as an admin would. Prints, per N: wall time of the first deploy,
+of a no-op re-apply, Salt's own "Total run time" of the no-op states, and the per-container cost.
+
+    .venv/bin/python bench/containers_apply.py [N ...]
+"""
+
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "_modules"))
+
+from support.dockerd import start_dockerd  # noqa: E402
+from support.site import SALT_CALL, SaltNode  # noqa: E402
+
+IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
+
+
+def bench_pillar(count):
+    users, containers = {}, []
+    for index in range(count):
+        email = f"bench{index:03d}@example.org"
+        users[email] = {"USER_FULLNAME": f"Bench User {index}", "USER_NAME": f"bench{index:03d}", "USER_TYPE": "researcher"}
+        containers.append({"STACK_NAME": f"bench-{index:03d}", "USER_EMAIL": email, "CONTAINER_IMAGE": IMAGE,
+                           "FRP_PORTS": {"TCP": [22], "HTTP": [{"port": 8080, "subdomain": f"bench-{index:03d}", "pass": "x"}]}})
+    networks = {name: {"subnet": f"10.233.9.{64 * slot}/26", "gateway": f"10.233.9.{64 * slot + 1}", "bridge_name": f"cccb-{slot}"}
+                for slot, name in enumerate(("lab-unrestricted", "student-restricted", "claims"))}
+    return {"users": users, "containers": containers, "cluster": {"networks": networks}}
+
+
+def timed_apply(node):
+    command = SALT_CALL + ["--local", "-c", str(node.config_dir), "--retcode-passthrough", "state.apply", "containers"]
+    start = time.monotonic()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    if proc.returncode != 0:
+        raise SystemExit(proc.stdout[-3000:] + proc.stderr[-3000:])
+    match = re.search(r"Total run time:\s+([\d.]+) (ms|s)", proc.stdout)
+    states = float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
+    changed = re.search(r"Succeeded: \d+ \(changed=(\d+)\)", proc.stdout)
+    return wall, states, int(changed.group(1)) if changed else 0
+
+
+def main():
+    counts = [int(arg) for arg in sys.argv[1:]] or [10, 50]
+    daemon = start_dockerd("bench", pathlib.Path("/var/tmp/ccc-bench-docker"), "10.233.8.1/24", fake_nvidia=True)
+    subprocess.run(["bash", str(REPO / "tests" / "images" / "build.sh"), daemon.url], check=True, capture_output=True)
+    client = daemon.client()
+    client.images.get("ccc-test/tiny:1").tag(*IMAGE.rsplit(":", 1))
+    print(f"{'N':>4} {'first deploy':>13} {'no-op wall':>11} {'no-op states':>13} {'per container':>14}")
+    try:
+        for count in counts:
+            for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
+                container.remove(force=True)
+            with tempfile.TemporaryDirectory() as work:
+                node = SaltNode(pathlib.Path(work) / "salt", "node1", daemon.url, pathlib.Path(work) / "storage",
+                                extra_ccc=bench_pillar(count))
+                first, _, changed = timed_apply(node)
+                assert changed >= count, f"first deploy changed only {changed} states"
+                noop_runs = [timed_apply(node) for _ in range(3)]
+                wall, states, changed = min(noop_runs)
+                assert changed == 0, "a no-op apply changed something"
+                print(f"{count:>4} {first:>12.2f}s {wall:>10.2f}s {states:>12.2f}s {1000 * states / count:>11.1f} ms")
+    finally:
+        for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
+            container.remove(force=True)
+        daemon.stop()
+
+
+if __name__ == "__main__":
+    main()
