@@ -481,7 +481,7 @@ def _check_frp_ports(frp_ports, rules):
                 problems.append(f"FRP_PORTS.HTTP: subdomain {name!r} is reserved for cluster services")
                 break
         # ``taken`` holds raw and node-prefixed names, so "node1-x" unprefixed clashes with "x" prefixed.
-        clash = next((name for name in names if name in taken), None)
+        clash = next((name for name in [subdomain] + names if name in taken), None)
         if clash is not None:
             shown = repr(subdomain) if clash == subdomain else f"{subdomain!r} (as {clash!r})"
             problems.append(f"FRP_PORTS.HTTP: subdomain {shown} is already used by another container")

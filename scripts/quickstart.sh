@@ -54,7 +54,7 @@ echo
 echo "== containers of $node (log in with the demo key):"
 docker ps --filter label=ccc.managed-by=ccc-salt --format '{{.Names}}' | sort | while read -r name; do
     user=$(docker inspect -f '{{range .Config.Env}}{{println .}}{{end}}' "$name" | sed -n 's/^USER_NAME=//p')
-    ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$name" | cut -d' ' -f1)
+    ip=$(docker inspect -f '{{range $net, $cfg := .NetworkSettings.Networks}}{{if ne $net "claims"}}{{$cfg.IPAddress}} {{end}}{{end}}' "$name" | cut -d' ' -f1)
     echo "  $name: ssh -i $work/id_ed25519 $user@$ip"
 done
 echo "Settings files: /srv/ccc/shared/user_data/<email>/container-settings/<STACK_NAME>.yml (report: .deploy)"
