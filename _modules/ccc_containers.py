@@ -83,11 +83,21 @@ def __virtual__():
 # Pillar access
 
 
-def _deep_merge(base, override):
+def deep_merge(base, override):
+    """
+    Merge ``override`` into a copy of ``base``: dicts recursively, everything else replaced
+    (lists too), as Salt's smart pillar merge does.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_containers.deep_merge '{"a": {"b": 1}}' '{"a": {"c": 2}}'
+    """
     merged = copy.deepcopy(base)
     for key, value in (override or {}).items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _deep_merge(merged[key], value)
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
@@ -103,7 +113,7 @@ def cluster_settings(ccc):
 
         salt-call ccc_containers.cluster_settings "$(salt-call --out=json pillar.get ccc)"
     """
-    cluster = _deep_merge(CLUSTER_DEFAULTS, (ccc or {}).get("cluster"))
+    cluster = deep_merge(CLUSTER_DEFAULTS, (ccc or {}).get("cluster"))
     if not cluster.get("state_dir"):
         cluster["state_dir"] = os.path.join(cluster["mount_points"]["nfs"]["user_data"], ".ccc-salt")
     return cluster
@@ -119,7 +129,7 @@ def node_settings(ccc, minion_id):
 
         salt-call ccc_containers.node_settings "$(salt-call --out=json pillar.get ccc)" node1
     """
-    node = _deep_merge(NODE_DEFAULTS, (ccc or {}).get("node"))
+    node = deep_merge(NODE_DEFAULTS, (ccc or {}).get("node"))
     node["name"] = node.get("name") or minion_id
     node["compute_devices"] = node.get("compute_devices") or {}
     return node
@@ -830,7 +840,7 @@ def feedback_report(resolution, outcome, when):
         lines.extend([
             f"image: {spec['image']}",
             f"gpus: {', '.join(gpus) if gpus else 'none'}",
-            f"shm_size: {spec['shm_size']} bytes",
+            f"shm_size: {ccc_settings.format_size(spec['shm_size'])}",
             f"packages: {spec['environment']['INSTALL_PACKAGES'] or 'none'}",
             f"ports: {', '.join(str(p) for p in spec['exposed_ports']) or 'none'}",
         ])

@@ -464,7 +464,7 @@ def write_feedback(resolution, outcome, owner, changed=True):
             existing = os.read(fd, 1 << 20).decode("utf-8").split("\n", 1)[-1]
         finally:
             os.close(fd)
-        if existing == body or (not changed and _messages_part(existing) == _messages_part(body)):
+        if not changed and (existing == body or _messages_part(existing) == _messages_part(body)):
             return False
     except (OSError, UnicodeDecodeError):
         pass

@@ -435,7 +435,7 @@ def validate_user_settings(section, stack_name, rules):
         size = parse_size(section["SHM_SIZE"])
         maximum = rules.get("shm_size_max")
         if maximum and size > maximum:
-            problems.append(f"SHM_SIZE: {section['SHM_SIZE']} is more than the cluster maximum of {_human(maximum)}")
+            problems.append(f"SHM_SIZE: {section['SHM_SIZE']} is more than the cluster maximum of {format_size(maximum)}")
 
     if section.get("USER_NAME") in RESERVED_USER_NAMES:
         problems.append(f"USER_NAME: {section['USER_NAME']!r} is reserved for the system")
@@ -490,7 +490,16 @@ def _check_frp_ports(frp_ports, rules):
     return problems
 
 
-def _human(size):
+def format_size(size):
+    """
+    Format bytes the way users write sizes (``8g``, ``512m``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_settings.format_size 8589934592
+    """
     for unit in "tgmk":
         factor = 1024 ** ("bkmgt".index(unit))
         if size >= factor and size % factor == 0:

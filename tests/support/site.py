@@ -1,7 +1,6 @@
 """Test sites built from sample-pillar/: plain pillar dicts for the Python API, and pillar roots
 plus masterless minion configs for salt-call, pointed at a test dockerd and temporary storage."""
 
-import copy
 import json
 import os
 import pathlib
@@ -15,16 +14,7 @@ SAMPLE_SITE = REPO / "sample-pillar" / "site"
 SALT_CALL = [sys.executable, "-c", "import sys; from salt.scripts import salt_call; sys.argv[0]='salt-call'; salt_call()"]
 
 sys.path.insert(0, str(REPO / "_modules"))
-
-
-def deep_merge(base, override):
-    merged = copy.deepcopy(base)
-    for key, value in (override or {}).items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+from ccc_containers import deep_merge  # noqa: E402  (re-exported for the tests)
 
 
 def sample_ccc(node="node1"):

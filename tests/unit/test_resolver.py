@@ -12,7 +12,8 @@ from support.site import deep_merge, sample_ccc
 
 import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
 
-ANA, BOR, CENE, DARA = "ana.novak@example.org", "bor.kralj@example.org", "cene.zupan@example.org", "dara.kos@example.org"
+ANA, BOR = "ana.novak@example.org", "bor.kralj@example.org"
+CENE, DARA = "cene.zupan@example.org", "dara.kos@example.org"
 ANA_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeSampleKeyForAnaOnly0000000000000000000 ana@laptop"
 GH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGitHubKeyOfAna000000000000000000000000000000 gh"
 ADMIN_IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
@@ -575,7 +576,7 @@ def test_image_frp_labels_not_granted_are_voided():
                     "frp.22": "tcp", "frp.enabled": "true", "org.opencontainers.image.title": "base"}
     spec, _ = run_spec(images={ADMIN_IMAGE: image_labels})
     labels = spec["labels"]
-    assert labels["frp.9999"] == "" and labels["frp.9999.http.subdomain"] == "" and labels["frp.9999.http.domains"] == ""
+    assert [labels[k] for k in ("frp.9999", "frp.9999.http.subdomain", "frp.9999.http.domains")] == ["", "", ""]
     assert labels["frp.22"] == "tcp" and labels["frp.enabled"] == "true"
     assert "org.opencontainers.image.title" not in labels  # not ours to set; harmless
     assert 9999 not in spec["exposed_ports"]
