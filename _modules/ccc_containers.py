@@ -656,13 +656,61 @@ def _mounts(cluster, record, user_type, value, facts, access, errors):
         {"path": os.path.join(local["ssd_data"], email), "owner": owned, "mode": 0o755},
         {"path": sshd_dir, "owner": (0, 0), "mode": 0o755},
     ]
+    live_groups, live_problems = private_mount_groups(user_type, record)
+    errors.extend(f"{stack}: {problem}" for problem in live_problems)
     directories.extend(
         {"path": os.path.join(nfs["private_data"], group), "owner": owned, "mode": 0o755}
-        for group in private_groups if STACK_NAME_PATTERN.match(str(group))
+        for group in dict.fromkeys(private_groups + live_groups) if STACK_NAME_PATTERN.match(str(group))
     )
     if ccc_settings.truthy(record.get("ADMIN_USER_ACCESS")):
         directories.append({"path": cluster["admin_log_dir"], "owner": (0, 0), "mode": 0o755})
     return mounts, directories
+
+
+def private_mount_groups(user_type, record):
+    """
+    The "live" private data groups of a container: bind-mounted on the node under the user's
+    ``private/`` directory (seen in the container through the rslave ``/storage/private``), so
+    granting or revoking one never recreates the container. Returns ``(groups, problems)``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_containers.private_mount_groups '{"allowed_private_data_mount_groups": ["lab"]}' '{}'
+    """
+    groups, problems = [], []
+    for group in list((user_type or {}).get("allowed_private_data_mount_groups") or []) + list(
+        (record or {}).get("ADDITIONAL_PRIVATE_DATA_MOUNT_GROUPS") or []
+    ):
+        if not isinstance(group, str) or not STACK_NAME_PATTERN.match(group):
+            problems.append(f"private data mount group {group!r} is not a valid name")
+        elif group not in groups:
+            groups.append(group)
+    return groups, problems
+
+
+def wanted_private_mounts(ccc, stacks_on_node):
+    """
+    Map user email -> live private groups for the users with containers on this node: the union
+    over all of the user's containers here (one container never unmounts another's groups).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.private_mounts test=True
+    """
+    wanted = {}
+    for stack in stacks_on_node:
+        record, problems = container_record(ccc, stack)
+        if record is None or problems:
+            continue
+        user_type = ((ccc or {}).get("user_types") or {}).get(record.get("USER_TYPE")) or {}
+        groups, _ = private_mount_groups(user_type, record)
+        merged = wanted.setdefault(record["USER_EMAIL"], [])
+        merged.extend(group for group in groups if group not in merged)
+    return wanted
 
 
 def frp_labels(frp_ports, email, user_name, node):

@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import stat
+import subprocess
 import sys
 import time
 import urllib.error
@@ -733,6 +734,71 @@ def remove_orphans_from(client, known_stacks, test=False):
     return removed
 
 
+def _mount_points():
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        return {
+            line.split()[4].encode().decode("unicode_escape") for line in handle
+        }
+
+
+def reconcile_private_mounts(cluster, wanted, test=False):
+    """
+    Bind-mount each user's live private groups under ``<user_data>/<email>/private/<group>`` and
+    unmount the groups no container of that user on this node has any more. Only bind mounts
+    whose source is under ``private_data`` are ever unmounted. Returns the changes.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.private_mounts test=True
+    """
+    nfs = cluster["mount_points"]["nfs"]
+    owner = (cluster["nfs_user"]["uid"], cluster["nfs_user"].get("gid", cluster["nfs_user"]["uid"]))
+    mounted = _mount_points()
+    changes = {"mounted": [], "unmounted": []}
+    user_root = nfs["user_data"]
+    emails = set(wanted)
+    prefix = os.path.join(user_root, "")
+    for point in mounted:
+        parts = point[len(prefix):].split("/") if point.startswith(prefix) else []
+        if len(parts) == 3 and parts[1] == "private":
+            emails.add(parts[0])
+    for email in sorted(emails):
+        private_dir = os.path.join(user_root, email, "private")
+        groups = wanted.get(email, [])
+        for group in groups:
+            target = os.path.join(private_dir, group)
+            if target in mounted:
+                continue
+            changes["mounted"].append(target)
+            if test:
+                continue
+            if not os.path.isdir(private_dir) or os.path.islink(private_dir):
+                raise FileNotFoundError(f"{private_dir} is missing or a symbolic link; not mounting {group}")
+            if not os.path.isdir(target):
+                os.mkdir(target, 0o755)
+                os.chown(target, *owner)
+            _run_mount(["mount", "--bind", os.path.join(nfs["private_data"], group), target])
+        for point in sorted(p for p in mounted if os.path.dirname(p) == private_dir):
+            if os.path.basename(point) in groups:
+                continue
+            changes["unmounted"].append(point)
+            if not test:
+                _run_mount(["umount", point])
+                try:
+                    os.rmdir(point)
+                except OSError:
+                    pass
+    return {key: value for key, value in changes.items() if value}
+
+
+def _run_mount(command):
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    if result.returncode != 0:
+        raise OSError(f"{' '.join(command[:2])} failed: {result.stderr.strip()}")
+
+
 def ensure_network(client, name, definition, test=False):
     """
     Make sure a Docker network exists; create it as a bridge from its pillar definition.
@@ -888,6 +954,22 @@ def remove_orphans(test=False):
     """
     known = {e.get("STACK_NAME") for e in _ccc().get("containers") or [] if isinstance(e, dict)}
     return remove_orphans_from(_client(), known, test=test)
+
+
+def private_mounts(test=False):
+    """
+    Reconcile the live private data mounts of the users with containers on this node.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.private_mounts test=True
+    """
+    ccc = _ccc()
+    cluster = ccc_containers.cluster_settings(ccc)
+    stacks = [stack for stack, summary in managed_containers(_client()).items() if summary.get("State") == "running"]
+    return reconcile_private_mounts(cluster, ccc_containers.wanted_private_mounts(ccc, stacks), test=test)
 
 
 def network_present(name, test=False):

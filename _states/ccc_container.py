@@ -81,6 +81,22 @@ def network_present(name):
             "comment": f"network {name} {status}"}
 
 
+def private_mounts_managed(name):
+    """
+    Bind-mount the live private data groups of the users with containers on this node, and
+    unmount revoked ones; running containers see the change without being recreated.
+    """
+    test = bool(__opts__["test"])
+    try:
+        changes = __salt__["ccc_docker.private_mounts"](test=test)
+    except OSError as exc:
+        return {"name": name, "result": False, "changes": {}, "comment": str(exc)}
+    if not changes:
+        return {"name": name, "result": True, "changes": {}, "comment": "private data mounts are in place"}
+    return {"name": name, "result": None if test else True, "changes": changes,
+            "comment": "private data mounts " + ("would change" if test else "changed")}
+
+
 def summary(name, selected=None, errors=None):
     """
     Report which containers of this run failed; fails when any did or when the selection had

@@ -46,7 +46,12 @@ def storage(tmp_path):
     """Storage roots (NFS and local stand-ins) under a fresh temporary directory."""
     root = tmp_path / "storage"
     site.storage_overrides(root)
-    return root
+    yield root
+    # Live private data mounts made by a test must not outlive it.
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        points = [line.split()[4] for line in handle if line.split()[4].startswith(str(root) + "/")]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False)
 
 
 @pytest.fixture

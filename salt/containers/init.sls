@@ -47,6 +47,10 @@ ccc-containers-orphans:
     - enabled: {{ cluster.remove_orphans | json }}
 {%- endif %}
 
+{#- After the containers: which users have a container here decides the live private mounts. #}
+ccc-containers-private-mounts:
+  ccc_container.private_mounts_managed: []
+
 ccc-containers-summary:
   ccc_container.summary:
     - errors: {{ selection.errors | json }}

@@ -12,3 +12,4 @@ ccc:
       allowed_nodes: [node1, node2, node3]
       allowed_device_groups: [device_lab]
       allowed_private_data_groups: [lab]
+      allowed_private_data_mount_groups: [lab-shared]

@@ -201,3 +201,26 @@ def test_bad_admin_record_fails_only_that_container(node1, storage):
     assert results["ccc-container-bor-main"]["result"] is True
     assert "failed: ana-main" in results["ccc-containers-summary"]["comment"]
     assert set(managed(node1.client)) == {"ana-jupyter", "bor-main"}
+
+
+def test_live_private_mounts_follow_pillar_without_recreating_the_container(node1, storage):
+    shared = pathlib.Path(storage) / "shared" / "private_data" / "lab-shared"
+    shared.mkdir(parents=True)
+    (shared / "data.txt").write_text("lab data\n")
+    results, code = node1.apply()
+    assert code == 0
+    ana = user_dir(storage, "ana.novak@example.org") / "private" / "lab-shared"
+    assert str(ana) in results["ccc-containers-private-mounts"]["changes"]["mounted"]
+    container = node1.client.containers.get("ana-main")
+    assert container.exec_run(["cat", "/storage/private/lab-shared/data.txt"]).output == b"lab data\n"
+
+    # Revoking the group for researchers unmounts it live; the container is not recreated.
+    node1.write_pillar({"user_types": {"researcher": {"allowed_private_data_mount_groups": []}}})
+    results, code = node1.apply()
+    assert code == 0
+    assert results["ccc-containers-private-mounts"]["changes"]["unmounted"] == [
+        str(user_dir(storage, email) / "private" / "lab-shared") for email in ("ana.novak@example.org", "bor.kralj@example.org")
+    ]
+    assert node1.client.containers.get("ana-main").id == container.id
+    assert container.exec_run(["ls", "/storage/private/lab-shared"]).exit_code != 0
+    assert (shared / "data.txt").exists()
