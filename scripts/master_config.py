@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Print the salt-master configuration that serves ccc-salt (file roots, pillar roots, reactor).
+
+    scripts/master_config.py --site /srv/my-site-pillar > /etc/salt/master.d/ccc-salt.conf
+
+The tests start their master with the same dictionary (``master_config()``), so what is tested
+is what admins install.
+"""
+
+import argparse
+import pathlib
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def master_config(repo=REPO, site=None, extra_pillar_roots=()):
+    """The ccc-salt part of a master config as a dict."""
+    repo = pathlib.Path(repo)
+    site = pathlib.Path(site) if site else repo / "sample-pillar"
+    return {
+        "file_roots": {"base": [str(repo / "salt"), str(repo)]},
+        # Everything but salt/ and the custom module folders stays off the fileserver.
+        "file_ignore_regex": [r"^pillar/", r"^sample-pillar/", r"^tests/", r"^reactor/", r"^bench/", r"^\.git/", r"^\.venv/"],
+        "pillar_roots": {"base": [str(p) for p in extra_pillar_roots] + [str(repo / "pillar"), str(site)]},
+        "reactor": [
+            {"salt/beacon/*/ccc_settings/*": [str(repo / "reactor" / "settings_changed.sls")]},
+            {"salt/minion/*/start": [str(repo / "reactor" / "minion_start.sls")]},
+        ],
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", help="the site's pillar root (default: sample-pillar/)")
+    parser.add_argument("--repo", default=str(REPO), help="where ccc-salt is installed on the master")
+    args = parser.parse_args()
+    print(yaml.safe_dump(master_config(args.repo, args.site), sort_keys=False), end="")
+
+
+if __name__ == "__main__":
+    main()
