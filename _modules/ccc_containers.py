@@ -315,6 +315,27 @@ def settings_paths(cluster, record):
     }
 
 
+def _allowed_nodes(user_type, record):
+    return list(dict.fromkeys((user_type.get("allowed_nodes") or []) + (record.get("ALLOWED_NODES") or [])))
+
+
+def allowed_nodes(ccc, stack):
+    """
+    The nodes a container may ever run on (its user type's ``allowed_nodes`` plus its
+    ``ALLOWED_NODES``), whatever its settings say: where a settings edit must be applied.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_containers.allowed_nodes "$(salt-call --out=json pillar.get ccc)" box1
+    """
+    record, problems = container_record(ccc, stack)
+    if record is None or not isinstance(((ccc or {}).get("user_types") or {}).get(record.get("USER_TYPE")), dict):
+        return []
+    return _allowed_nodes(ccc["user_types"][record["USER_TYPE"]], record)
+
+
 def _storage_in_use_by_others(ccc, record):
     """Home directory names that other, still active containers of the same user use."""
     return [
@@ -440,7 +461,7 @@ def resolve_container(ccc, stack, facts, settings_text=None, settings_error=None
         result["notes"].append("PURGE_USER_DATA is ignored: it acts only together with DISABLED")
 
     user_type = ccc["user_types"][record["USER_TYPE"]] or {}
-    allowed_nodes = list(dict.fromkeys((user_type.get("allowed_nodes") or []) + (record.get("ALLOWED_NODES") or [])))
+    allowed_nodes = _allowed_nodes(user_type, record)
     nodes = cluster_nodes(ccc)
     rules = {
         "allowed_nodes": allowed_nodes,

@@ -1,16 +1,12 @@
 {#- A user saved ~/.containers/<STACK_NAME>.yml (event from the ccc_settings beacon).
-    Redeploy that one stack on every node where it may run, so a node it leaves removes it and
-    a node it moves to starts it. The event carries only the STACK_NAME (minion-supplied, so it
-    is checked here); the settings themselves are read and validated on the minions. #}
+    The ccc runner applies `containers` limited to that stack on every node where it may run, so
+    a node it leaves removes it and a node it moves to starts it. The event carries only the
+    STACK_NAME (minion-supplied, so it is checked here and again in the runner); the settings
+    themselves are read and validated on the minions. #}
 {%- set stack = data.get('stack') %}
 {%- if stack is string and stack is match('[a-z0-9][a-z0-9_.-]{0,62}$') %}
 ccc-redeploy-{{ stack }}:
-  local.state.apply:
-    - tgt: 'ccc_watch:stacks:{{ stack }}'
-    - tgt_type: pillar
+  runner.ccc.redeploy:
     - args:
-      - mods: containers
-      - queue: True
-      - pillar:
-          containers: {{ stack }}
+      - stack: {{ stack }}
 {%- endif %}

@@ -23,6 +23,7 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
         "file_roots": {"base": [str(repo / "salt"), str(repo)]},
         # Everything but salt/ and the custom module folders stays off the fileserver.
         "file_ignore_regex": [r"^pillar/", r"^sample-pillar/", r"^tests/", r"^reactor/", r"^bench/", r"^\.git/", r"^\.venv/"],
+        "runner_dirs": [str(repo / "_runners")],
         "pillar_roots": {"base": [str(p) for p in extra_pillar_roots] + [str(repo / "pillar"), str(site)]},
         "reactor": [
             {"salt/beacon/*/ccc_settings/*": [str(repo / "reactor" / "settings_changed.sls")]},

@@ -38,3 +38,11 @@ def test_unknown_filter_name_is_reported_in_the_summary(tmp_path):
     assert not [key for key in rendered if key.startswith("ccc-container-")]
     summary_args = {k: v for item in rendered["ccc-containers-summary"]["ccc_container"] if isinstance(item, dict) for k, v in item.items()}
     assert summary_args["errors"] == ["containers filter: no container named 'no-such-box'"]
+
+
+def test_every_node_gets_the_periodic_reconcile_schedule(tmp_path):
+    salt = SaltNode(tmp_path, "node2", "unix:///nonexistent.sock", tmp_path / "storage")
+    schedule, _ = salt.salt_call("pillar.get", "schedule", "unmask=True")
+    job = schedule["ccc-containers-reconcile"]
+    assert job["function"] == "state.apply" and job["args"] == ["containers"]
+    assert job["kwargs"] == {"queue": True} and job["minutes"] == 5

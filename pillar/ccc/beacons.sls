@@ -1,0 +1,18 @@
+{#- The ccc_settings beacon (_beacons/ccc_settings.py) on every minion: a user saving
+    ~/.containers/<STACK_NAME>.yml fires salt/beacon/<minion id>/ccc_settings/<STACK_NAME>.
+
+    The minion works out which files to watch from its own compiled `ccc:` pillar (`from_pillar`):
+    every container that may run on this node (user type's allowed_nodes + ALLOWED_NODES) and is
+    not DISABLED. It is not listed here because a pillar SLS cannot read the pillar of the other
+    SLS files (Salt 3008 renders each one on its own). Tunables: ccc:cluster:beacon:{quiet_period
+    (1 s), poll_interval (30 s), max_delay (10 s)}.
+
+    Pillar `beacons` replaces beacons set in the minion config. A site that needs other beacons
+    adds them under `beacons:` in its own pillar (dicts merge); a site that sets
+    `beacons:ccc_settings` itself replaces this list (e.g. `- enabled: False`).
+    disable_during_state_run must stay False (Salt would close the watches during every run). #}
+beacons:
+  ccc_settings:
+    - from_pillar: ccc
+    - interval: 1
+    - disable_during_state_run: False

@@ -1,0 +1,102 @@
+"""A live cluster for event-driven tests: a salt-master (pytest-salt-factories) configured with
+ccc-salt's own master config (scripts/master_config.py), and minions node1 and node2, each
+driving its own private dockerd. All nodes share one storage tree standing in for NFS."""
+
+import pathlib
+import time
+
+import pytest
+import yaml
+
+import master_config
+from support import site
+from support.nodes import node_dockerd, remove_managed_containers
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+NODES = ("node1", "node2")
+QUIET_PERIOD = 1
+POLL_INTERVAL = 5
+
+
+@pytest.fixture(scope="session")
+def salt_factories_config():
+    return {"start_timeout": 120}
+
+
+@pytest.fixture(scope="package")
+def cluster_storage(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster") / "storage"
+    site.storage_overrides(root)
+    return root
+
+
+@pytest.fixture(scope="package")
+def dockerds():
+    daemons = {node: node_dockerd(node) for node in NODES}
+    for daemon in daemons.values():
+        remove_managed_containers(daemon)
+    yield daemons
+    for daemon in daemons.values():
+        remove_managed_containers(daemon)
+
+
+@pytest.fixture(scope="package")
+def overrides_root(tmp_path_factory, dockerds, cluster_storage):
+    """Per-node pillar: the test dockerd, the shared storage, per-node networks, fast beacon."""
+    root = tmp_path_factory.mktemp("pillar-overrides")
+    for node, daemon in dockerds.items():
+        base = yaml.safe_load((site.SAMPLE_SITE / "nodes" / f"{node}.sls").read_text())["ccc"]
+        ccc = site.deep_merge(base, {
+            "cluster": dict(site.storage_overrides(cluster_storage), networks=site.network_overrides(node),
+                            beacon={"quiet_period": QUIET_PERIOD, "poll_interval": POLL_INTERVAL}),
+            "node": {"docker_url": daemon.url},
+            # All simulated nodes share one kernel, so host bind mounts would be shared too.
+            "user_types": {"researcher": {"allowed_private_data_mount_groups": []}},
+        })
+        path = root / "site" / "nodes" / f"{node}.sls"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump({"ccc": ccc}))
+    return root
+
+
+@pytest.fixture(scope="package")
+def master(salt_factories, overrides_root):
+    overrides = master_config.master_config(REPO, REPO / "sample-pillar", [overrides_root])
+    factory = salt_factories.salt_master_daemon("ccc-master", overrides=overrides)
+    with factory.started():
+        yield factory
+
+
+def _minion(master, node):
+    return master.salt_minion_daemon(node, overrides={"loop_interval": 1})
+
+
+@pytest.fixture(scope="package")
+def minions(master, dockerds, event_listener):
+    """node1 and node2, started; waits for the start-up reconcile the reactor orchestrates."""
+    factories = {node: _minion(master, node) for node in NODES}
+    started = time.time()
+    for factory in factories.values():
+        factory.start()
+    # minion start -> reactor -> orchestrate (sync_all, state.apply containers) on each node
+    result = event_listener.wait_for_events(
+        [(master.id, f"salt/job/*/ret/{node}") for node in NODES], after_time=started, timeout=180,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        running = {node: managed_stacks(dockerds[node]) for node in NODES}
+        if running["node1"] >= {"ana-main", "ana-jupyter", "bor-main"}:
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"start-up reconcile did not deploy node1's containers: {running} {result.missed}")
+    yield factories
+    for factory in factories.values():
+        if factory.is_running():
+            factory.terminate()
+
+
+def managed_stacks(daemon):
+    """STACK_NAMEs of the running ccc-salt containers on a test dockerd."""
+    client = daemon.client()
+    return {c.labels["ccc.stack"] for c in client.containers.list(filters={"label": "ccc.managed-by=ccc-salt"})}

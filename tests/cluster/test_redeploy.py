@@ -1,0 +1,136 @@
+"""Event-driven redeploy on a live master with minions node1 and node2 (see conftest.py):
+settings beacon -> master reactor -> `state.apply containers` on the nodes where the stack may
+run. Each test edits the shared settings files exactly as a user inside a container would."""
+
+import pathlib
+import time
+
+import pytest
+
+from .conftest import managed_stacks
+
+pytestmark = pytest.mark.docker
+
+EDIT_TIMEOUT = 30
+
+
+def settings_dir(storage, email):
+    return pathlib.Path(storage) / "shared" / "user_data" / email / "container-settings"
+
+
+def wait_for(predicate, timeout=EDIT_TIMEOUT, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def container_attrs(daemon, name):
+    try:
+        return daemon.client().api.inspect_container(name)
+    except Exception:  # noqa: BLE001 - absent or being replaced
+        return None
+
+
+def shm_of(daemon, name):
+    attrs = container_attrs(daemon, name)
+    if attrs and attrs["State"]["Running"]:
+        return attrs["HostConfig"]["ShmSize"]
+    return None
+
+
+def state_apply_returns(event_listener, master, node, after):
+    return [
+        event for event in event_listener.get_events([(master.id, f"salt/job/*/ret/{node}")], after_time=after)
+        if event.data.get("fun") == "state.apply"
+    ]
+
+
+def test_an_allowed_edit_recreates_the_container_with_the_new_value(master, minions, dockerds, cluster_storage):
+    node1 = dockerds["node1"]
+    before = container_attrs(node1, "ana-main")["Id"]
+    path = settings_dir(cluster_storage, "ana.novak@example.org") / "ana-main.yml"
+    started = time.monotonic()
+    path.write_text("ana-main:\n  SHM_SIZE: 3g\n")
+    assert wait_for(lambda: shm_of(node1, "ana-main") == 3 * 1024**3), "edit was not applied in time"
+    latency = time.monotonic() - started
+    assert container_attrs(node1, "ana-main")["Id"] != before
+    assert latency < EDIT_TIMEOUT
+    report = path.parent / "ana-main.deploy"
+    assert wait_for(lambda: "shm_size: 3g" in report.read_text())
+    assert "recreated with the new settings" in report.read_text()
+
+
+def test_a_move_between_nodes_keeps_the_home(master, minions, dockerds, cluster_storage):
+    node1, node2 = dockerds["node1"], dockerds["node2"]
+    home = pathlib.Path(cluster_storage) / "shared" / "user_data" / "bor.kralj@example.org" / "bor-main"
+    assert "bor-main" in managed_stacks(node1)
+    (home / "before-move.txt").write_text("written on node1\n")
+    path = settings_dir(cluster_storage, "bor.kralj@example.org") / "bor-main.yml"
+    path.write_text("bor-main:\n  DEPLOYMENT_NODES: [node2]\n")
+    assert wait_for(lambda: "bor-main" in managed_stacks(node2) and "bor-main" not in managed_stacks(node1))
+    inside = node2.client().containers.get("bor-main").exec_run(["cat", "/home/bor/before-move.txt"])
+    assert inside.output == b"written on node1\n"
+
+
+def test_a_burst_of_saves_ends_in_the_last_value_with_few_applies(master, minions, dockerds, cluster_storage, event_listener):
+    node1 = dockerds["node1"]
+    path = settings_dir(cluster_storage, "ana.novak@example.org") / "ana-main.yml"
+    started = time.time()
+    for size in range(1, 51):
+        path.write_text(f"ana-main:\n  SHM_SIZE: {size}m\n")
+        time.sleep(0.02)
+    assert wait_for(lambda: shm_of(node1, "ana-main") == 50 * 1024**2)
+    time.sleep(3)
+    applies = state_apply_returns(event_listener, master, "node1", started)
+    assert 1 <= len(applies) <= 5, [e.data.get("jid") for e in applies]
+    for event in applies:
+        assert event.data["retcode"] == 0, event.data.get("return")
+        assert "is running as PID" not in str(event.data.get("return"))
+
+
+def test_an_invalid_edit_keeps_the_container_and_explains(master, minions, dockerds, cluster_storage):
+    node1 = dockerds["node1"]
+    before = container_attrs(node1, "ana-main")
+    path = settings_dir(cluster_storage, "ana.novak@example.org") / "ana-main.yml"
+    report = path.parent / "ana-main.deploy"
+    path.write_text("ana-main:\n  SHM_SIZE: 900t\n")
+    assert wait_for(lambda: "900t is more than the cluster maximum" in report.read_text())
+    after = container_attrs(node1, "ana-main")
+    assert after["Id"] == before["Id"] and after["State"]["Running"]
+    assert "NOT applied" in report.read_text()
+
+
+def test_writes_beside_the_settings_trigger_nothing(master, minions, dockerds, cluster_storage, event_listener):
+    folder = settings_dir(cluster_storage, "ana.novak@example.org")
+    (folder / "logs").mkdir(exist_ok=True)
+    started = time.time()
+    for name in ("ana-main.status", "ana-main.env-backup", "ana-main.deploy", "logs/node1.log", "notes.yml"):
+        (folder / name).write_text("touched\n")
+    time.sleep(4 + 2)
+    assert not event_listener.get_events([(master.id, "salt/beacon/*/ccc_settings/*")], after_time=started)
+
+
+def test_a_stack_that_may_not_run_here_causes_no_apply_here(master, minions, dockerds, cluster_storage, event_listener):
+    folder = settings_dir(cluster_storage, "cene.zupan@example.org")
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    (folder / "cene-thesis.yml").write_text("cene-thesis:\n  SHM_SIZE: 1g\n")
+    time.sleep(6)
+    for node in ("node1", "node2"):
+        assert not event_listener.get_events([(master.id, f"salt/beacon/{node}/ccc_settings/*")], after_time=started)
+        assert not state_apply_returns(event_listener, master, node, started)
+
+
+def test_an_edit_made_while_the_minion_is_down_is_applied_after_it_starts(master, minions, dockerds, cluster_storage):
+    node2 = dockerds["node2"]
+    minions["node2"].terminate()
+    path = settings_dir(cluster_storage, "bor.kralj@example.org") / "bor-main.yml"
+    path.write_text("bor-main:\n  DEPLOYMENT_NODES: [node2]\n  SHM_SIZE: 5g\n")
+    time.sleep(3)
+    assert shm_of(node2, "bor-main") != 5 * 1024**3
+    minions["node2"].start()
+    assert wait_for(lambda: shm_of(node2, "bor-main") == 5 * 1024**3, timeout=120)

@@ -1,0 +1,480 @@
+"""The ccc_settings beacon (_beacons/ccc_settings.py): SettingsWatcher driven by a fake clock over
+real files and real inotify in tmp_path, and the thin Salt wrapper (validate, beacon, close)."""
+
+import builtins
+import importlib.util
+import os
+import pathlib
+import threading
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _load_beacon():
+    # Loaded by path under its own name: _modules/ccc_settings.py (an execution module) is on
+    # sys.path under the same name.
+    spec = importlib.util.spec_from_file_location("ccc_settings_beacon", REPO / "_beacons" / "ccc_settings.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+beacon_mod = _load_beacon()
+SettingsWatcher = beacon_mod.SettingsWatcher
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+    def advance(self, seconds):
+        self.now += seconds
+
+
+class NullNotifier:
+    """An inotify stand-in that never reports anything (an edit made on another NFS client)."""
+
+    def __init__(self):
+        self.next_wd = 0
+        self.closed = False
+
+    def add_watch(self, path, mask):
+        if not os.path.isdir(path) or os.path.islink(path):
+            raise FileNotFoundError(2, "No such file or directory", path)
+        self.next_wd += 1
+        return self.next_wd
+
+    def rm_watch(self, wd):
+        pass
+
+    def read(self, timeout=None):
+        assert timeout == 0
+        return []
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def settings_dir(tmp_path):
+    path = tmp_path / "user_data" / "ana@example.org" / "container-settings"
+    path.mkdir(parents=True)
+    (path / "ana-main.yml").write_text("ana-main: {}\n")
+    return path
+
+
+@pytest.fixture
+def make_watcher(clock):
+    watchers = []
+
+    def make(files, **kwargs):
+        kwargs.setdefault("quiet_period", 2)
+        kwargs.setdefault("poll_interval", 30)
+        kwargs.setdefault("max_delay", 10)
+        watcher = SettingsWatcher(files, clock=clock, **kwargs)
+        watchers.append(watcher)
+        return watcher
+
+    yield make
+    for watcher in watchers:
+        watcher.close()
+
+
+def files_of(*paths):
+    return [{"stack": p.name[: -len(".yml")], "path": str(p)} for p in paths]
+
+
+def settle(watcher, clock, seconds=3.0, step=0.5):
+    """Advance the clock in steps, polling each time; return every event seen."""
+    events = []
+    for _ in range(int(seconds / step)):
+        clock.advance(step)
+        events.extend(watcher.poll())
+    return events
+
+
+def write(path, text):
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+# --------------------------------------------------------------------------------------------
+# SettingsWatcher
+
+
+def test_first_sight_does_not_emit(settings_dir, clock, make_watcher):
+    watcher = make_watcher(files_of(settings_dir / "ana-main.yml", settings_dir / "ana-gpu.yml"))
+    assert watcher.poll() == []
+    assert settle(watcher, clock, seconds=65) == []  # two stat polls: nothing changed
+
+
+def test_in_place_write_emits_once_after_the_quiet_period(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    write(yml, "ana-main: {SHM_SIZE: 4g}\n")
+    assert watcher.poll() == []
+    clock.advance(1.9)
+    assert watcher.poll() == []
+    clock.advance(0.2)
+    assert watcher.poll() == [{"stack": "ana-main", "change": "modified"}]
+    assert settle(watcher, clock, seconds=40) == []
+
+
+def test_a_burst_of_fifty_writes_emits_once(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    events = []
+    for i in range(50):
+        write(yml, f"ana-main: {{SHM_SIZE: {i + 1}g}}\n")
+        clock.advance(0.1)
+        events.extend(watcher.poll())
+    events.extend(settle(watcher, clock))
+    assert events == [{"stack": "ana-main", "change": "modified"}]
+
+
+def test_a_file_that_keeps_changing_still_emits_every_max_delay(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    times = []
+    for i in range(25):  # a write every second for 25 s: never quiet for 2 s
+        write(yml, f"ana-main: {{SHM_SIZE: {i + 1}g}}\n")
+        clock.advance(1)
+        if watcher.poll():
+            times.append(clock.now)
+    assert len(times) == 2  # after 10 s and 20 s
+    assert times[1] - times[0] == pytest.approx(10, abs=1.01)
+    assert [e["change"] for e in settle(watcher, clock)] == ["modified"]  # the last burst
+
+
+def test_editor_style_write_temp_then_rename_emits(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    temp = settings_dir / ".ana-main.yml.tmp-vscode"
+    write(temp, "ana-main: {SHM_SIZE: 8g}\n")
+    os.replace(temp, yml)
+    assert settle(watcher, clock) == [{"stack": "ana-main", "change": "modified"}]
+    # vim with backupcopy=no: the original is renamed away, a new file is written
+    os.rename(yml, settings_dir / "ana-main.yml~")
+    write(yml, "ana-main: {SHM_SIZE: 16g}\n")
+    os.unlink(settings_dir / "ana-main.yml~")
+    assert settle(watcher, clock) == [{"stack": "ana-main", "change": "modified"}]
+
+
+def test_delete_then_create(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    yml.unlink()
+    assert settle(watcher, clock) == [{"stack": "ana-main", "change": "deleted"}]
+    write(yml, "ana-main: {}\n")
+    assert settle(watcher, clock) == [{"stack": "ana-main", "change": "created"}]
+
+
+def test_a_file_missing_at_start_emits_created(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-gpu.yml"
+    watcher = make_watcher(files_of(yml))
+    write(yml, "ana-gpu: {}\n")
+    assert settle(watcher, clock) == [{"stack": "ana-gpu", "change": "created"}]
+
+
+def test_a_settings_directory_created_later_is_picked_up(tmp_path, clock, make_watcher):
+    directory = tmp_path / "user_data" / "new@example.org" / "container-settings"
+    yml = directory / "new-box.yml"
+    watcher = make_watcher(files_of(yml))
+    assert watcher.missing_dirs == [str(directory)]
+    directory.mkdir(parents=True)
+    write(yml, "new-box: {}\n")
+    assert settle(watcher, clock, seconds=10) == []  # not looked for before the poll interval
+    clock.advance(20)
+    assert watcher.poll() == []  # poll tick: directory watched now, its file pending
+    assert watcher.watched_dirs == [str(directory)]
+    assert settle(watcher, clock) == [{"stack": "new-box", "change": "created"}]
+    write(yml, "new-box: {SHM_SIZE: 4g}\n")  # now seen by inotify, no need to wait for a poll
+    assert settle(watcher, clock) == [{"stack": "new-box", "change": "modified"}]
+
+
+def test_a_removed_and_recreated_directory_is_watched_again(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    yml.unlink()
+    settings_dir.rmdir()
+    assert settle(watcher, clock) == [{"stack": "ana-main", "change": "deleted"}]
+    assert watcher.missing_dirs == [str(settings_dir)]
+    settings_dir.mkdir()
+    write(yml, "ana-main: {}\n")
+    assert settle(watcher, clock, seconds=40) == [{"stack": "ana-main", "change": "created"}]
+    assert watcher.watched_dirs == [str(settings_dir)]
+
+
+def test_files_the_deployment_writes_and_other_names_never_emit(settings_dir, clock, make_watcher, monkeypatch):
+    watcher = make_watcher(files_of(settings_dir / "ana-main.yml"))
+    stats = []
+    real_signature = beacon_mod._signature
+    monkeypatch.setattr(beacon_mod, "_signature", lambda path: stats.append(path) or real_signature(path))
+    (settings_dir / "logs").mkdir()
+    for name in ("ana-main.deploy", "ana-main.status", "ana-main.env-backup", "logs/x.log", "other.yml",
+                 "ana-main.yml.tmp", "ANA-MAIN.yml", "ana-main.yml.bak"):
+        write(settings_dir / name, "x\n")
+    os.chmod(settings_dir / "ana-main.deploy", 0o600)
+    os.rename(settings_dir / "other.yml", settings_dir / "other2.yml")
+    assert watcher.poll() == []
+    assert watcher.pending == {} and stats == []  # filtered by name: not even a stat
+    assert settle(watcher, clock, seconds=35) == []  # the stat poll finds nothing either
+
+
+def test_a_symlinked_settings_file_is_never_read(settings_dir, tmp_path, clock, make_watcher, monkeypatch):
+    fifo, fifo2 = tmp_path / "fifo", tmp_path / "fifo2"
+    os.mkfifo(fifo)
+    os.mkfifo(fifo2)
+    yml = settings_dir / "ana-main.yml"
+    yml.unlink()
+    yml.symlink_to(fifo)
+    gpu = settings_dir / "ana-gpu.yml"
+    watcher = make_watcher(files_of(yml, gpu))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"the beacon opened {args[0]!r}")
+
+    monkeypatch.setattr(builtins, "open", refuse)
+    monkeypatch.setattr(os, "open", refuse)
+    link = settings_dir / ".tmp-link"
+    link.symlink_to(fifo2)
+    os.replace(link, yml)  # ln -sf: a new symlink renamed over the old one
+    os.mkfifo(gpu)         # the settings file itself is a FIFO
+
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("events", settle(watcher, clock, seconds=35)),
+                              daemon=True)
+    thread.start()
+    thread.join(timeout=10)
+    assert not thread.is_alive(), "the beacon blocked on a FIFO"
+    assert sorted(result["events"], key=lambda e: e["stack"]) == [
+        {"stack": "ana-gpu", "change": "created"},
+        {"stack": "ana-main", "change": "modified"},
+    ]
+
+
+def test_a_change_inotify_cannot_see_is_caught_at_the_poll_interval(settings_dir, clock, make_watcher):
+    yml = settings_dir / "ana-main.yml"
+    notifier = NullNotifier()
+    watcher = make_watcher(files_of(yml), notifier_factory=lambda: notifier)
+    assert watcher.watched_dirs == [str(settings_dir)]
+    write(yml, "ana-main: {SHM_SIZE: 4g}\n")  # as if written by another NFS client
+    assert settle(watcher, clock, seconds=29) == []
+    clock.advance(1)
+    assert watcher.poll() == []  # poll tick: the change is seen and must settle like any other
+    assert settle(watcher, clock) == [{"stack": "ana-main", "change": "modified"}]
+    os.utime(yml, ns=(1, 1))  # only the mtime changes
+    assert [e["change"] for e in settle(watcher, clock, seconds=35)] == ["modified"]
+    watcher.close()
+    assert notifier.closed
+
+
+def test_nothing_happening_costs_no_stat_between_polls(settings_dir, clock, make_watcher, monkeypatch):
+    watcher = make_watcher(files_of(*(settings_dir / f"box-{i}.yml" for i in range(50))))
+    stats = []
+    real_signature = beacon_mod._signature
+    monkeypatch.setattr(beacon_mod, "_signature", lambda path: stats.append(path) or real_signature(path))
+    for _ in range(290):
+        clock.advance(0.1)
+        assert watcher.poll() == []
+    assert stats == []
+    clock.advance(1.5)
+    watcher.poll()
+    assert len(stats) == 50  # one lstat per file at the poll interval
+
+
+def test_the_stat_poll_never_follows_symlinks(settings_dir, clock, make_watcher, monkeypatch):
+    watcher = make_watcher(files_of(settings_dir / "ana-main.yml"))
+    calls = []
+    real_stat = os.stat
+
+    def spy(path, *args, **kwargs):
+        if str(path).startswith(str(settings_dir)):
+            calls.append(kwargs)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", spy)
+    clock.advance(31)
+    watcher.poll()
+    monkeypatch.undo()
+    assert calls == [{"follow_symlinks": False}]
+
+
+def test_a_new_file_list_rebuilds_the_watches(tmp_path, clock, make_watcher):
+    dir1 = tmp_path / "a@example.org" / "container-settings"
+    dir2 = tmp_path / "b@example.org" / "container-settings"
+    for directory in (dir1, dir2):
+        directory.mkdir(parents=True)
+    one, two = dir1 / "box-one.yml", dir2 / "box-two.yml"
+    write(one, "box-one: {}\n")
+    write(two, "box-two: {}\n")
+    watcher = make_watcher(files_of(one))
+    assert watcher.set_files(files_of(one)) is False
+    write(two, "box-two: {SHM_SIZE: 1g}\n")
+    assert watcher.set_files(files_of(two)) is True  # first sight of box-two: no event
+    assert watcher.watched_dirs == [str(dir2)]
+    assert settle(watcher, clock) == []
+    write(one, "box-one: {SHM_SIZE: 4g}\n")
+    assert settle(watcher, clock, seconds=35) == []  # no longer watched
+    write(two, "box-two: {SHM_SIZE: 2g}\n")
+    assert settle(watcher, clock) == [{"stack": "box-two", "change": "modified"}]
+    watcher.set_files({"box-two": str(two), "box-one": str(one)})  # a mapping works too
+    assert watcher.watched_dirs == sorted([str(dir1), str(dir2)])
+    write(one, "box-one: {SHM_SIZE: 8g}\n")
+    assert settle(watcher, clock) == [{"stack": "box-one", "change": "modified"}]
+
+
+def test_a_new_watcher_inherits_what_an_orphaned_one_knew(settings_dir, clock, make_watcher):
+    yml, gpu = settings_dir / "ana-main.yml", settings_dir / "ana-gpu.yml"
+    old = make_watcher(files_of(yml))
+    write(yml, "ana-main: {SHM_SIZE: 4g}\n")
+    assert old.poll() == []  # pending in the old watcher
+    write(gpu, "ana-gpu: {}\n")
+    new = make_watcher(files_of(yml, gpu))
+    new.inherit(old)
+    assert old.closed
+    assert settle(new, clock) == [{"stack": "ana-main", "change": "modified"}]  # ana-gpu: first sight
+    write(yml, "ana-main: {SHM_SIZE: 8g}\n")  # while no watcher is looking
+    newer = make_watcher(files_of(yml, gpu))
+    newer.inherit(new)
+    assert settle(newer, clock) == [{"stack": "ana-main", "change": "modified"}]
+
+
+def test_close_releases_the_inotify_descriptor(settings_dir, make_watcher):
+    watcher = make_watcher(files_of(settings_dir / "ana-main.yml"))
+    fd = watcher._notifier.fileno()
+    watcher.close()
+    assert watcher.closed
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# The Salt wrapper
+
+
+PILLAR_CONFIG = [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state_run": False}]
+
+
+@pytest.mark.parametrize("config", [
+    PILLAR_CONFIG,
+    [{"files": [{"stack": "ana-main", "path": "/srv/u/ana@example.org/container-settings/ana-main.yml"}]},
+     {"quiet_period": 0.5}, {"poll_interval": 60}, {"max_delay": 5}, {"interval": 1}],
+    [{"files": []}],
+])
+def test_validate_accepts(config):
+    assert beacon_mod.validate(config) == (True, "valid beacon configuration")
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"from_pillar": "ccc"}, "list of one-key dicts"),
+    ([{"from_pillar": "ccc"}, {"disable_during_state_run": True}], "disable_during_state_run"),
+    ([{"from_pillar": "ccc"}, {"files": []}], "exactly one of"),
+    ([{"interval": 1}], "exactly one of"),
+    ([{"from_pillar": "ccc"}, {"settle": 2}], "unknown keys"),
+    ([{"from_pillar": "ccc"}, {"quiet_period": -1}], "quiet_period"),
+    ([{"from_pillar": "ccc"}, {"poll_interval": 0}], "poll_interval"),
+    ([{"from_pillar": "ccc"}, {"max_delay": "10"}], "max_delay"),
+    ([{"files": [{"stack": "Ana Main", "path": "/x/Ana Main.yml"}]}], "invalid STACK_NAME"),
+    ([{"files": [{"stack": "ana-main", "path": "relative/ana-main.yml"}]}], "must be absolute"),
+    ([{"files": [{"stack": "ana-main", "path": "/x/ana-main.deploy"}]}], "end in /ana-main.yml"),
+    ([{"files": [{"stack": "ana-main", "path": "/x/ana-main.yml"}, {"stack": "ana-main", "path": "/y/ana-main.yml"}]}],
+     "listed twice"),
+    ([{"files": [{"stack": "ana-main"}]}], "must be {stack, path}"),
+])
+def test_validate_refuses(config, message):
+    valid, comment = beacon_mod.validate(config)
+    assert not valid
+    assert message in comment
+
+
+@pytest.fixture
+def salt_dunders(monkeypatch):
+    monkeypatch.setattr(beacon_mod, "__context__", {}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1"}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__pillar__", {}, raising=False)
+    yield beacon_mod
+    beacon_mod.close([])
+
+
+def test_beacon_returns_tagged_events_and_close_releases(settings_dir, salt_dunders):
+    yml = settings_dir / "ana-main.yml"
+    config = [{"files": files_of(yml)}, {"quiet_period": 0}, {"disable_during_state_run": False},
+              {"_beacon_name": "ccc_settings"}]
+    assert beacon_mod.validate(config)[0]
+    assert beacon_mod.beacon(config) == []
+    write(yml, "ana-main: {SHM_SIZE: 4g}\n")
+    (settings_dir / "ana-main.deploy").write_text("deployed\n")
+    assert beacon_mod.beacon(config) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    assert beacon_mod.beacon(config) == []
+    watcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    beacon_mod.close(config)
+    assert watcher.closed and beacon_mod.CONTEXT_KEY not in beacon_mod.__context__
+
+
+def test_beacon_follows_an_explicit_file_list_change(settings_dir, salt_dunders):
+    yml, gpu = settings_dir / "ana-main.yml", settings_dir / "ana-gpu.yml"
+    assert beacon_mod.beacon([{"files": files_of(yml)}, {"quiet_period": 0}]) == []
+    write(gpu, "ana-gpu: {}\n")
+    assert beacon_mod.beacon([{"files": files_of(yml, gpu)}, {"quiet_period": 0}]) == []  # first sight
+    write(gpu, "ana-gpu: {SHM_SIZE: 1g}\n")
+    assert beacon_mod.beacon([{"files": files_of(yml, gpu)}, {"quiet_period": 0}]) == [
+        {"tag": "ana-gpu", "stack": "ana-gpu", "change": "modified"}]
+
+
+def test_beacon_from_pillar_watches_this_nodes_stacks_with_site_tunables(tmp_path, salt_dunders):
+    user_data = tmp_path / "user_data"
+    ccc = {
+        "cluster": {"mount_points": {"nfs": {"user_data": str(user_data)}},
+                    "beacon": {"quiet_period": 0, "poll_interval": 45}},
+        "user_types": {"researcher": {"allowed_nodes": ["node1"]}, "student": {"allowed_nodes": ["node3"]}},
+        "users": {"ana@example.org": {"USER_TYPE": "researcher"}, "cene@example.org": {"USER_TYPE": "student"}},
+        "containers": [{"STACK_NAME": "ana-main", "USER_EMAIL": "ana@example.org"},
+                       {"STACK_NAME": "cene-thesis", "USER_EMAIL": "cene@example.org"}],
+    }
+    beacon_mod.__pillar__["ccc"] = ccc
+    directory = user_data / "ana@example.org" / "container-settings"
+    directory.mkdir(parents=True)
+    write(directory / "ana-main.yml", "ana-main: {}\n")
+    assert beacon_mod.beacon(PILLAR_CONFIG[:2]) == []
+    watcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    assert watcher.files == {"ana-main": str(directory / "ana-main.yml")}
+    assert (watcher.quiet_period, watcher.poll_interval, watcher.max_delay) == (0, 45, 10.0)
+    write(directory / "ana-main.yml", "ana-main: {SHM_SIZE: 2g}\n")
+    assert beacon_mod.beacon(PILLAR_CONFIG[:2]) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+
+
+def test_a_node_without_stacks_keeps_one_idle_watcher(salt_dunders):
+    assert beacon_mod.beacon([{"from_pillar": "ccc"}]) == []
+    watcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    assert beacon_mod.beacon([{"from_pillar": "ccc"}]) == []
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"] is watcher
+    assert watcher.files == {} and watcher._notifier is None  # no inotify descriptor at all
+
+
+def test_a_beacon_loader_rebuilt_without_close_loses_nothing(settings_dir, salt_dunders, monkeypatch):
+    """Salt 3008 rebuilds the beacon loader (fresh __context__) on a pillar refresh without
+    calling close() for pillar-configured beacons: the new watcher takes over the old one."""
+    yml = settings_dir / "ana-main.yml"
+    config = [{"files": files_of(yml)}, {"quiet_period": 0}]
+    assert beacon_mod.beacon(config) == []
+    old = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    fd = old._notifier.fileno()
+    write(yml, "ana-main: {SHM_SIZE: 4g}\n")
+    monkeypatch.setattr(beacon_mod, "__context__", {})
+    assert beacon_mod.beacon(config) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    assert old.closed
+    new = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    assert new is not old and new._notifier.fileno() != fd  # opened before the old one closed
+    with pytest.raises(OSError):
+        os.fstat(fd)
