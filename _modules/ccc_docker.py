@@ -956,6 +956,50 @@ def remove_orphans(test=False):
     return remove_orphans_from(_client(), known, test=test)
 
 
+def ensure_host_keys(keys_dir, test=False):
+    """
+    Generate the SSH host keys the containers of this node share, where none exist yet.
+
+    The directory is root-only (0700) and each private key 0600: the containers mount it
+    read-only, so users never get to write or replace them. The sshd role installs one
+    cluster-wide key set at the same place; existing keys are never touched. Returns the key
+    types generated (or that would be).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.sshd_host_keys test=True
+    """
+    missing = [kind for kind in ("rsa", "ecdsa", "ed25519")
+               if not os.path.exists(os.path.join(keys_dir, f"ssh_host_{kind}_key"))]
+    if test or not missing:
+        return missing
+    os.makedirs(keys_dir, mode=0o700, exist_ok=True)
+    os.chmod(keys_dir, 0o700)
+    for kind in missing:
+        path = os.path.join(keys_dir, f"ssh_host_{kind}_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", f"ccc-salt {kind} host key", "-f", path],
+                       check=True, capture_output=True, timeout=120)
+        os.chmod(path, 0o600)
+    return missing
+
+
+def sshd_host_keys(test=False):
+    """
+    Make sure this node has the SSH host keys its containers mount at ``/home/.sshd/keys``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.sshd_host_keys test=True
+    """
+    cluster = ccc_containers.cluster_settings(_ccc())
+    keys_dir = os.path.join(cluster["mount_points"]["local"]["sshd_data"], ".sshd", "keys")
+    return ensure_host_keys(keys_dir, test=test)
+
+
 def private_mounts(test=False):
     """
     Reconcile the live private data mounts of the users with containers on this node.

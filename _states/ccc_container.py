@@ -81,6 +81,21 @@ def network_present(name):
             "comment": f"network {name} {status}"}
 
 
+def sshd_host_keys_present(name):
+    """
+    Generate this node's shared SSH host keys for the containers where none exist yet.
+    """
+    test = bool(__opts__["test"])
+    try:
+        generated = __salt__["ccc_docker.sshd_host_keys"](test=test)
+    except (OSError, ValueError) as exc:
+        return {"name": name, "result": False, "changes": {}, "comment": f"cannot create SSH host keys: {exc}"}
+    if not generated:
+        return {"name": name, "result": True, "changes": {}, "comment": "SSH host keys are present"}
+    return {"name": name, "result": None if test else True, "changes": {"generated": generated},
+            "comment": f"SSH host keys {'would be' if test else 'were'} generated: {', '.join(generated)}"}
+
+
 def private_mounts_managed(name):
     """
     Bind-mount the live private data groups of the users with containers on this node, and

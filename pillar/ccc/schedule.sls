@@ -11,4 +11,5 @@ schedule:
       queue: True
     minutes: 5
     splay: 60
+    run_on_start: False
     return_job: False

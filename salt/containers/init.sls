@@ -3,7 +3,7 @@
       salt 'gpu*' state.apply containers pillar='{"containers": "box1,box2", "users": "a@b.org"}'
     Only STACK_NAMEs that passed validation and network names from admin pillar are rendered
     here; user settings files are read by the Python modules, never by Jinja. #}
-{%- from tpldir ~ "/map.jinja" import cluster, node, container_networks, sshd_keys_dir with context %}
+{%- from tpldir ~ "/map.jinja" import cluster, node, container_networks with context %}
 {%- set selection = salt['ccc_containers.selection'](salt['pillar.get']('containers'), salt['pillar.get']('users')) %}
 
 {%- for network in container_networks %}
@@ -12,23 +12,9 @@ ccc-containers-network-{{ network }}:
     - name: {{ network | json }}
 {%- endfor %}
 
-ccc-containers-sshd-host-keys-dir:
-  file.directory:
-    - name: {{ sshd_keys_dir | json }}
-    - user: root
-    - group: root
-    - mode: '0700'
-    - makedirs: True
-
 {#- Per-node host keys only where none exist: the sshd role installs the cluster-wide set. #}
-{%- for key_type in ['rsa', 'ecdsa', 'ed25519'] %}
-ccc-containers-sshd-host-key-{{ key_type }}:
-  cmd.run:
-    - name: ssh-keygen -q -t {{ key_type }} -N "" -f {{ (sshd_keys_dir ~ '/ssh_host_' ~ key_type ~ '_key') | quote }}
-    - creates: {{ (sshd_keys_dir ~ '/ssh_host_' ~ key_type ~ '_key') | json }}
-    - require:
-      - file: ccc-containers-sshd-host-keys-dir
-{%- endfor %}
+ccc-containers-sshd-host-keys:
+  ccc_container.sshd_host_keys_present: []
 
 {%- for stack in selection.selected %}
 ccc-container-{{ stack }}:

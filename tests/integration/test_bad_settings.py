@@ -30,7 +30,7 @@ from typing import Callable, Union
 import pytest
 import yaml
 
-from support.site import deep_merge, sample_ccc, storage_overrides
+from support.site import node_ccc
 
 import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
 import ccc_docker  # noqa: E402
@@ -66,9 +66,7 @@ class Node:
     def __init__(self, daemon, storage):
         self.client = daemon.client()
         self.storage = pathlib.Path(storage)
-        self.ccc = deep_merge(sample_ccc("node1"), {
-            "cluster": storage_overrides(storage), "node": {"docker_url": daemon.url},
-        })
+        self.ccc = node_ccc("node1", storage, daemon.url)
         self.cluster = ccc_containers.cluster_settings(self.ccc)
         self.facts = ccc_docker.node_facts(self.ccc, "node1", self.client, pull=False, fetch=False)
         self.stacks = ccc_containers.select(self.ccc)["selected"]

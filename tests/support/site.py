@@ -53,7 +53,7 @@ def network_overrides(node):
     }
 
 
-def test_ccc(node, storage_root, docker_url):
+def node_ccc(node, storage_root, docker_url):
     """The sample site's ccc pillar for ``node``, pointed at test storage and a test dockerd."""
     overrides = {"cluster": dict(storage_overrides(storage_root), networks=network_overrides(node)),
                  "node": {"docker_url": docker_url}}
