@@ -32,10 +32,9 @@ def main():
     config = {
         "id": args.id,
         "file_client": "local",
-        "file_roots": {"base": [str(REPO / "salt"), str(REPO)]},
+        "file_roots": {"base": [str(REPO / "salt")]},
         "pillar_roots": {"base": [str(pathlib.Path(p).resolve()) for p in args.pillar_root]
                          + [str(REPO / "pillar"), str(pathlib.Path(args.site).resolve())]},
-        "file_ignore_regex": [r"^pillar/", r"^sample-pillar/", r"^tests/", r"^reactor/", r"^\.git/"],
         "cachedir": str(state / "cache"),
         "extension_modules": str(state / "cache" / "extmods"),
         "pki_dir": str(state / "pki"),

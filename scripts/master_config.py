@@ -20,9 +20,9 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
     repo = pathlib.Path(repo)
     site = pathlib.Path(site) if site else repo / "sample-pillar"
     return {
-        "file_roots": {"base": [str(repo / "salt"), str(repo)]},
-        # Everything but salt/ and the custom module folders stays off the fileserver.
-        "file_ignore_regex": [r"^pillar/", r"^sample-pillar/", r"^tests/", r"^reactor/", r"^bench/", r"^\.git/", r"^\.venv/"],
+        # salt/ only: salt/_modules, _states and _beacons link to the repository's folders, so
+        # pillar, tests and the rest of the checkout are never served.
+        "file_roots": {"base": [str(repo / "salt")]},
         "runner_dirs": [str(repo / "_runners")],
         "pillar_roots": {"base": [str(p) for p in extra_pillar_roots] + [str(repo / "pillar"), str(site)]},
         "reactor": [

@@ -42,11 +42,16 @@ def shm_of(daemon, name):
     return None
 
 
-def state_apply_returns(event_listener, master, node, after):
-    return [
-        event for event in event_listener.get_events([(master.id, f"salt/job/*/ret/{node}")], after_time=after)
-        if event.data.get("fun") == "state.apply"
-    ]
+def state_apply_returns(event_listener, master, node, after, stack=None):
+    """state.apply job returns from ``node`` since ``after``; only those for ``stack`` if given."""
+    found = []
+    for event in event_listener.get_events([(master.id, f"salt/job/*/ret/{node}")], after_time=after):
+        if event.data.get("fun") != "state.apply":
+            continue
+        kwargs = next((arg for arg in event.data.get("fun_args") or [] if isinstance(arg, dict)), {})
+        if stack is None or (kwargs.get("pillar") or {}).get("containers") == stack:
+            found.append(event)
+    return found
 
 
 def test_an_allowed_edit_recreates_the_container_with_the_new_value(master, minions, dockerds, cluster_storage):
@@ -85,7 +90,7 @@ def test_a_burst_of_saves_ends_in_the_last_value_with_few_applies(master, minion
         time.sleep(0.02)
     assert wait_for(lambda: shm_of(node1, "ana-main") == 50 * 1024**2)
     time.sleep(3)
-    applies = state_apply_returns(event_listener, master, "node1", started)
+    applies = state_apply_returns(event_listener, master, "node1", started, stack="ana-main")
     assert 1 <= len(applies) <= 5, [e.data.get("jid") for e in applies]
     for event in applies:
         assert event.data["retcode"] == 0, event.data.get("return")
@@ -122,7 +127,7 @@ def test_a_stack_that_may_not_run_here_causes_no_apply_here(master, minions, doc
     time.sleep(6)
     for node in ("node1", "node2"):
         assert not event_listener.get_events([(master.id, f"salt/beacon/{node}/ccc_settings/*")], after_time=started)
-        assert not state_apply_returns(event_listener, master, node, started)
+        assert not state_apply_returns(event_listener, master, node, started, stack="cene-thesis")
 
 
 def test_an_edit_made_while_the_minion_is_down_is_applied_after_it_starts(master, minions, dockerds, cluster_storage):
