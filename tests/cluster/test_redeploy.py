@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from .conftest import managed_stacks
+from .conftest import QUIET_PERIOD, managed_stacks
 
 pytestmark = pytest.mark.docker
 
 EDIT_TIMEOUT = 30
+SETTLE = QUIET_PERIOD + 3  # quiet period + beacon loop + reactor hop
 
 
 def settings_dir(storage, email):
@@ -112,6 +113,7 @@ def test_an_invalid_edit_keeps_the_container_and_explains(master, minions, docke
 def test_writes_beside_the_settings_trigger_nothing(master, minions, dockerds, cluster_storage, event_listener):
     folder = settings_dir(cluster_storage, "ana.novak@example.org")
     (folder / "logs").mkdir(exist_ok=True)
+    time.sleep(SETTLE)  # events of an earlier test's edit are still on their way
     started = time.time()
     for name in ("ana-main.status", "ana-main.env-backup", "ana-main.deploy", "logs/node1.log", "notes.yml"):
         (folder / name).write_text("touched\n")
@@ -122,6 +124,7 @@ def test_writes_beside_the_settings_trigger_nothing(master, minions, dockerds, c
 def test_a_stack_that_may_not_run_here_causes_no_apply_here(master, minions, dockerds, cluster_storage, event_listener):
     folder = settings_dir(cluster_storage, "cene.zupan@example.org")
     folder.mkdir(parents=True, exist_ok=True)
+    time.sleep(SETTLE)
     started = time.time()
     (folder / "cene-thesis.yml").write_text("cene-thesis:\n  SHM_SIZE: 1g\n")
     time.sleep(6)
