@@ -224,3 +224,22 @@ def test_live_private_mounts_follow_pillar_without_recreating_the_container(node
     assert node1.client.containers.get("ana-main").id == container.id
     assert container.exec_run(["ls", "/storage/private/lab-shared"]).exit_code != 0
     assert (shared / "data.txt").exists()
+
+
+def test_clean_removes_every_managed_container_but_no_data_and_no_foreign_container(node1, storage):
+    node1.apply()
+    foreign = node1.client.containers.create("ccc-test/tiny:1", name="not-ours")
+    output, code = node1.salt_call("state.apply", "containers.clean")
+    assert code == 0, output
+    assert managed(node1.client) == {}
+    assert node1.client.containers.get("not-ours").id == foreign.id
+    assert (user_dir(storage, "ana.novak@example.org") / "ana-main").is_dir()
+    assert (user_dir(storage, "ana.novak@example.org") / "container-settings" / "ana-main.yml").exists()
+
+    # A container that merely has a managed container's name is never touched.
+    node1.client.containers.create("ccc-test/tiny:1", name="ana-main")
+    results, code = node1.apply(check=False)
+    assert results["ccc-container-ana-main"]["result"] is False
+    assert "not managed by ccc-salt" in results["ccc-container-ana-main"]["comment"]
+    node1.client.containers.get("ana-main").remove(force=True)
+    foreign.remove(force=True)
