@@ -436,6 +436,20 @@ def _docker_url(pillar):
     return dict.get(node, "docker_url") or DEFAULT_DOCKER_URL
 
 
+def _read_with_nvml(reader):
+    """Run ``reader(nvml)`` on a fresh NVML session; NVML problems become Salt errors."""
+    try:
+        nvml = load_nvml()
+    except NvmlUnavailable as exc:
+        raise _command_error(str(exc)) from exc
+    try:
+        return reader(nvml)
+    except GpuReadError as exc:
+        raise _command_error(str(exc)) from exc
+    finally:
+        shutdown_nvml(nvml)
+
+
 def devices():
     """
     List this node's GPUs as NVML sees them: index, minor number, UUID, name, temperature,
@@ -449,16 +463,7 @@ def devices():
 
         salt-call ccc_gpu.devices
     """
-    try:
-        nvml = load_nvml()
-    except NvmlUnavailable as exc:
-        raise _command_error(str(exc)) from exc
-    try:
-        return read_gpus(nvml)
-    except GpuReadError as exc:
-        raise _command_error(str(exc)) from exc
-    finally:
-        shutdown_nvml(nvml)
+    return _read_with_nvml(read_gpus)
 
 
 def processes():
@@ -476,16 +481,7 @@ def processes():
 
         salt-call ccc_gpu.processes
     """
-    try:
-        nvml = load_nvml()
-    except NvmlUnavailable as exc:
-        raise _command_error(str(exc)) from exc
-    try:
-        found = read_processes(nvml)
-    except GpuReadError as exc:
-        raise _command_error(str(exc)) from exc
-    finally:
-        shutdown_nvml(nvml)
+    found = _read_with_nvml(read_processes)
     containers = {}
     if found:
         url = _docker_url(globals().get("__pillar__"))

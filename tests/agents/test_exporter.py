@@ -8,7 +8,6 @@ makes (``client.api.containers()``); the processes' cgroup files are crafted und
 one test runs the real script as a subprocess with the real pynvml on this GPU-less host.
 """
 
-import importlib.util
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ import ccc_gpu
 import pynvml
 import pytest
 import yaml
+from support.scripts import load_agent
 from fake_nvml import FakeNvml, fake_uuid
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from prometheus_client.parser import text_string_to_metric_families
@@ -35,14 +35,7 @@ SCRIPT = REPO / "agents" / "ccc_gpu_exporter.py"
 GIB = 1 << 30
 
 
-def load_exporter():
-    spec = importlib.util.spec_from_file_location("ccc_gpu_exporter", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-exporter = load_exporter()
+exporter = load_agent("ccc_gpu_exporter.py")
 
 
 class FakeDockerClient:

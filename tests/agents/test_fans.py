@@ -18,7 +18,6 @@ code:
   ``sleep`` for the IPMI backoff; only the service tests wait for real (milliseconds).
 """
 
-import importlib.util
 import json
 import logging
 import os
@@ -41,6 +40,7 @@ for path in (str(REPO / "_modules"), str(HERE)):
 
 import ccc_fans
 import ccc_gpu
+from support.scripts import load_agent
 from fake_nvml import FakeNvml
 
 # ccc_gpu imports salt.exceptions; importing Salt while logging is unconfigured puts Salt's
@@ -57,14 +57,7 @@ AGENT = REPO / "agents" / "ccc_fan_controller.py"
 GET_MODE = "raw 0x30 0x45 0x00"
 
 
-def _load_agent():
-    spec = importlib.util.spec_from_file_location("ccc_fan_controller", AGENT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-agent = _load_agent()
+agent = load_agent("ccc_fan_controller.py")
 
 
 def zone(zone_number, duty):
