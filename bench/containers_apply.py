@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO / "_modules"))
 
 from support.dockerd import start_dockerd  # noqa: E402
-from support.site import SALT_CALL, SaltNode  # noqa: E402
+from support.site import SALT_CALL, SaltNode, unmount_below  # noqa: E402
 
 IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
 
@@ -70,6 +70,7 @@ def main():
                 wall, states, changed = min(noop_runs)
                 assert changed == 0, "a no-op apply changed something"
                 print(f"{count:>4} {first:>12.2f}s {wall:>10.2f}s {states:>12.2f}s {1000 * states / count:>11.1f} ms")
+                unmount_below(work)
     finally:
         for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
             container.remove(force=True)

@@ -1,7 +1,6 @@
 """Shared fixtures: a private dockerd per simulated node (with the fake NVIDIA hook), test images,
 and storage roots. Integration tests need root and the dockerd binary; .ci/run provides both."""
 
-import subprocess
 
 import pytest
 
@@ -31,11 +30,7 @@ def storage(tmp_path):
     root = tmp_path / "storage"
     site.storage_overrides(root)
     yield root
-    # Live private data mounts made by a test must not outlive it.
-    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-        points = [line.split()[4] for line in handle if line.split()[4].startswith(str(root) + "/")]
-    for point in sorted(points, reverse=True):
-        subprocess.run(["umount", "-l", point], check=False)
+    site.unmount_below(root)  # live private data mounts made by a test must not outlive it
 
 
 @pytest.fixture

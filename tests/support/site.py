@@ -38,6 +38,14 @@ def storage_overrides(root):
     return {"mount_points": {"nfs": nfs, "local": local}}
 
 
+def unmount_below(root):
+    """Lazily unmount every mount under ``root`` (live private data mounts a run left behind)."""
+    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+        points = [line.split()[4] for line in handle if line.split()[4].startswith(str(root) + "/")]
+    for point in sorted(points, reverse=True):
+        subprocess.run(["umount", "-l", point], check=False)
+
+
 NODE_INDEX = {"node1": 1, "node2": 2, "node3": 3}
 
 
