@@ -210,12 +210,29 @@ def select(ccc, containers=None, users=None):
     return {"selected": selected, "errors": errors, "filtered": filtered}
 
 
-def container_record(ccc, stack):
+def merged_record(users, entry):
+    """
+    A container entry overlaid on its user's record (shallow: the entry's keys win), no checks.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_containers.merged_record '{"a@b.org": {"USER_NAME": "a"}}' '{"STACK_NAME": "box1", "USER_EMAIL": "a@b.org"}'
+    """
+    record = dict((users or {}).get(entry.get("USER_EMAIL")) or {})
+    record.update(entry)
+    record.setdefault("USER_EMAIL", entry.get("USER_EMAIL"))
+    return record
+
+
+def container_record(ccc, stack, check=True):
     """
     The admin-side record of a container: its user's record overlaid by the container entry.
 
     Returns ``(record, problems)``; problems are admin-facing and mean the container cannot be
-    deployed as configured.
+    deployed as configured. ``check=False`` skips the admin-record checks (for callers that
+    only need the record's paths; the resolver checks it).
 
     CLI Example:
 
@@ -228,15 +245,13 @@ def container_record(ccc, stack):
         return None, [f"no container named {stack!r} in pillar ccc:containers"]
     if len(entries) > 1:
         return None, [f"STACK_NAME {stack!r} is defined more than once"]
-    entry = entries[0]
-    email = entry.get("USER_EMAIL")
     users = (ccc or {}).get("users") or {}
-    record = dict(users.get(email) or {})
-    record.update(entry)
-    record.setdefault("USER_EMAIL", email)
+    record = merged_record(users, entries[0])
+    if not check:
+        return record, []
     problems = []
-    if email not in users:
-        problems.append(f"{stack}: USER_EMAIL {email!r} has no entry in ccc:users")
+    if record["USER_EMAIL"] not in users:
+        problems.append(f"{stack}: USER_EMAIL {record['USER_EMAIL']!r} has no entry in ccc:users")
     problems.extend(_check_admin_record(ccc, record))
     return record, problems
 
@@ -401,8 +416,7 @@ def taken_subdomains(ccc, stored_settings, except_stack=None):
         if not isinstance(entry, dict):
             continue
         stack = entry.get("STACK_NAME")
-        record = dict(users.get(entry.get("USER_EMAIL")) or {})
-        record.update(entry)
+        record = merged_record(users, entry)
         frp = _merge_frp(record.get("FRP_PORTS"), (stored_settings.get(stack) or {}).get("FRP_PORTS"))
         for http in (frp or {}).get("HTTP") or []:
             if isinstance(http, dict) and stack != except_stack and http.get("subdomain"):

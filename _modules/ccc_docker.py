@@ -191,7 +191,7 @@ def _read_json(path):
         return None
 
 
-def plan_container(ccc, stack, facts, stored=None):
+def plan_container(ccc, stack, facts, stored=None, cluster=None):
     """
     Resolve one container with its settings file, last accepted settings and taken subdomains.
 
@@ -201,8 +201,8 @@ def plan_container(ccc, stack, facts, stored=None):
 
         salt-call ccc_containers.resolve box1
     """
-    cluster = ccc_containers.cluster_settings(ccc)
-    record, _ = ccc_containers.container_record(ccc, stack)
+    cluster = cluster or ccc_containers.cluster_settings(ccc)
+    record, _ = ccc_containers.container_record(ccc, stack, check=False)
     settings_text = settings_error = last_good = None
     if record and record.get("USER_EMAIL") and ccc_containers.EMAIL_PATTERN.match(str(record["USER_EMAIL"])):
         paths = ccc_containers.settings_paths(cluster, record)
@@ -856,6 +856,11 @@ def _stored_settings_cached(cluster):
     return cached[1]
 
 
+def _plan(ccc, cluster, name, pull):
+    facts = node_facts(ccc, __grains__["id"], _client(), pull=pull, fetch=pull)
+    return plan_container(ccc, name, facts, _stored_settings_cached(cluster), cluster=cluster)
+
+
 def plan(name, pull=False):
     """
     Resolve one container for this node (read-only unless ``pull`` is true).
@@ -867,9 +872,7 @@ def plan(name, pull=False):
         salt-call ccc_docker.plan box1
     """
     ccc = _ccc()
-    cluster = ccc_containers.cluster_settings(ccc)
-    facts = node_facts(ccc, __grains__["id"], _client(), pull=pull, fetch=pull)
-    return plan_container(ccc, name, facts, _stored_settings_cached(cluster))
+    return _plan(ccc, ccc_containers.cluster_settings(ccc), name, pull)
 
 
 def redact(resolution):
@@ -904,7 +907,7 @@ def deploy(name, test=False):
     """
     ccc = _ccc()
     cluster = ccc_containers.cluster_settings(ccc)
-    resolution = plan(name, pull=not test)
+    resolution = _plan(ccc, cluster, name, pull=not test)
     return apply_resolution(_client(), cluster, resolution, test=test)
 
 
