@@ -66,13 +66,17 @@ CLUSTER_DEFAULTS = {
     "shm_size_max": "64g",
     "reserved_subdomains": ["portainer", "patroller", "{node}-metrics", "{node}-monitor"],
     "remove_orphans": True,
+    "orphans": {"max_share": 0.5},
     "sshd_keys_read_only": True,
+    "host_keys": {"rsa_bits": 3072},
+    "hardening": {"no_new_privileges": True, "cap_drop": ["MKNOD", "NET_RAW", "SETFCAP"], "pids_limit": 16384},
     "github_keys_url": "https://github.com/{login}.keys",
     "state_dir": None,
     "admin_log_dir": "/var/log/ccc-salt",
     "docs_url": "https://github.com/vicoslab/ccc-deployment/blob/master/USER_INSTRUCTION.md",
 }
-NODE_DEFAULTS = {"name": None, "docker_url": "unix:///var/run/docker.sock", "compute_devices": {}}
+NODE_DEFAULTS = {"name": None, "docker_url": "unix:///var/run/docker.sock", "compute_devices": {},
+                 "binds_dir": "/run/ccc-salt/binds", "state_dir": "/var/lib/ccc-salt"}
 
 
 def __virtual__():
@@ -137,7 +141,11 @@ def node_settings(ccc, minion_id):
 
 def cluster_nodes(ccc):
     """
-    Every node name mentioned by the user types (used to expand ``{node}`` in reserved names).
+    Every node a container may run on: the user types' ``default_nodes`` and ``allowed_nodes``
+    and every container record's ``ALLOWED_NODES`` and ``DEPLOYMENT_NODES`` (its user's record
+    included). The one list behind ``{node}`` in reserved subdomains and ``<node>-<sub>`` in
+    taken ones: a node granted only through a container's ``ALLOWED_NODES`` serves FRP
+    subdomains like any other.
 
     CLI Example:
 
@@ -145,11 +153,17 @@ def cluster_nodes(ccc):
 
         salt-call ccc_containers.cluster_nodes "$(salt-call --out=json pillar.get ccc)"
     """
+    users = (ccc or {}).get("users") or {}
+    holders = [(user_type or {}, ("default_nodes", "allowed_nodes"))
+               for user_type in ((ccc or {}).get("user_types") or {}).values()]
+    holders += [(merged_record(users, entry), ("ALLOWED_NODES", "DEPLOYMENT_NODES"))
+                for entry in (ccc or {}).get("containers") or [] if isinstance(entry, dict)]
     nodes = []
-    for user_type in ((ccc or {}).get("user_types") or {}).values():
-        for key in ("default_nodes", "allowed_nodes"):
-            for node in (user_type or {}).get(key) or []:
-                if node not in nodes:
+    for holder, keys in holders:
+        for key in keys:
+            listed = holder.get(key) if isinstance(holder, dict) else None
+            for node in listed if isinstance(listed, list) else []:
+                if isinstance(node, str) and node not in nodes:
                     nodes.append(node)
     return nodes
 
@@ -327,6 +341,9 @@ def settings_paths(cluster, record):
         "settings_file": os.path.join(settings_dir, f"{stack}.yml"),
         "feedback_file": os.path.join(settings_dir, f"{stack}.deploy"),
         "last_good_file": os.path.join(cluster["state_dir"], "last-good", f"{stack}.json"),
+        # The same folder as a descriptor walk (``ccc_userdirs``): root, then components.
+        "settings_folder": {"root": cluster["mount_points"]["nfs"]["user_data"],
+                            "parts": [record["USER_EMAIL"], "container-settings"]},
     }
 
 
@@ -362,7 +379,16 @@ def _storage_in_use_by_others(ccc, record):
 
 
 def _user_overrides(record, settings_text, settings_error, last_good, rules):
-    """Decide which user settings apply. Returns (overrides, status, messages, to_store)."""
+    """
+    Decide which user settings apply. Returns (overrides, status, messages, to_store).
+
+    An accepted file applies as it is (it was just checked against today's rules); a missing
+    file means the admin's values. A rejected file keeps the last accepted settings, but those
+    were accepted under the rules of their day (the image policy, the SHM maximum, the allowed
+    nodes or the subdomains may have changed since): they are re-checked key by key, and a key
+    that no longer passes is dropped, so the admin's value applies for that key only, and the
+    user is told which and why (``_recheck_last_good``).
+    """
     stack = record["STACK_NAME"]
     if settings_error is None and settings_text is None:
         return {}, "missing", [], None
@@ -379,11 +405,30 @@ def _user_overrides(record, settings_text, settings_error, last_good, rules):
             problems = ccc_settings.validate_user_settings(section, stack, rules)
     if not problems:
         return section, "applied", [], section
-    if last_good is not None:
-        kept = "Your settings were NOT applied; the container keeps your last accepted settings."
-    else:
+    if last_good is None:
         kept = "Your settings were NOT applied; the administrator's defaults are used."
-    return (last_good or {}), "rejected", [kept] + problems, None
+        return {}, "rejected", [kept] + problems, None
+    kept = "Your settings were NOT applied; the container keeps your last accepted settings."
+    overrides, dropped = _recheck_last_good(last_good, stack, rules)
+    return overrides, "rejected", [kept] + problems + dropped, None
+
+
+def _recheck_last_good(last_good, stack, rules):
+    """The last accepted settings that still pass today's rules, each key checked on its own,
+    and a message per key dropped. Returns ``(settings, messages)``."""
+    if not isinstance(last_good, dict):
+        return {}, ["Your last accepted settings cannot be read; the administrator's defaults are used."]
+    kept, messages = {}, []
+    for key, value in last_good.items():
+        problems = ccc_settings.validate_user_settings({key: value}, stack, rules)
+        if problems:
+            messages.append(
+                "A last accepted setting is no longer allowed and is not used (the administrator's value"
+                f" applies instead): {'; '.join(problems)}"
+            )
+        else:
+            kept[key] = value
+    return kept, messages
 
 
 def _reserved_subdomains(cluster, nodes):
@@ -502,7 +547,9 @@ def resolve_container(ccc, stack, facts, settings_text=None, settings_error=None
     result["placement"] = placement
     if not placement:
         message = "There is no node to run this container on: none of DEPLOYMENT_NODES is allowed."
-        result["admin_errors"].append(f"{stack}: no allowed node in DEPLOYMENT_NODES {deployment!r}")
+        result["admin_errors"].append(
+            f"{stack}: no allowed node in DEPLOYMENT_NODES {ccc_settings.quote_value(deployment)}"
+        )
         result["user_messages"].append(message)
         result["reason"] = "empty placement"
         return result
@@ -598,6 +645,7 @@ def _build_spec(ccc, cluster, record, user_type, overrides, value, facts, result
     labels.update({MANAGED_BY_LABEL: MANAGED_BY_VALUE, STACK_LABEL: stack})
 
     privileged = ccc_settings.truthy(record.get("RUN_PRIVILEGED"))
+    hardening = hardening_settings(cluster, user_type, record)
     spec = {
         "name": stack,
         "image": image,
@@ -610,11 +658,42 @@ def _build_spec(ccc, cluster, record, user_type, overrides, value, facts, result
         "shm_size": ccc_settings.parse_size(value("SHM_SIZE") or cluster["shm_size_default"]),
         "restart_policy": "unless-stopped",
         "privileged": privileged,
-        "security_opt": ["seccomp=unconfined"] if privileged else [],
+        "security_opt": ["seccomp=unconfined"] if privileged else (
+            ["no-new-privileges"] if hardening["no_new_privileges"] else []),
+        "cap_drop": [] if privileged else sorted(hardening["cap_drop"]),
+        "pids_limit": hardening["pids_limit"],
         "device_ids": device_ids,
         "runtime": cluster.get("runtime") or None,
     }
     return spec, errors
+
+
+def hardening_settings(cluster, user_type, record):
+    """
+    The container hardening: ``ccc:cluster:hardening`` < the user type's ``hardening`` < the
+    container's ``HARDENING`` (admin pillar only). ``RUN_PRIVILEGED`` turns it off, as the admin
+    asked for a privileged container.
+
+    Defaults keep what CCC images need (root boot hooks run apt, sshd privilege separation,
+    runit's chpst) and take away what a user who became root in the container could abuse:
+    raw sockets (ARP spoofing on the shared bridges), device nodes, file capabilities, setuid
+    escalation, fork bombs.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_containers.hardening_settings '{"hardening": {"pids_limit": 100}}' '{}' '{}'
+    """
+    merged = deep_merge(CLUSTER_DEFAULTS["hardening"], (cluster or {}).get("hardening"))
+    merged = deep_merge(merged, (user_type or {}).get("hardening"))
+    merged = deep_merge(merged, (record or {}).get("HARDENING") if isinstance((record or {}).get("HARDENING"), dict) else {})
+    limit = merged.get("pids_limit")
+    return {
+        "no_new_privileges": ccc_settings.truthy(merged.get("no_new_privileges")),
+        "cap_drop": sorted({str(cap).upper().removeprefix("CAP_") for cap in merged.get("cap_drop") or []}),
+        "pids_limit": int(limit) if limit not in (None, 0, False, "") else None,
+    }
 
 
 def _choose_image(cluster, record, overrides, facts, result, errors):
@@ -626,7 +705,8 @@ def _choose_image(cluster, record, overrides, facts, result, errors):
         if info is not None:
             return wanted, info
         result["user_messages"].append(
-            f"IMAGE ERROR: cannot use {wanted!r} ({error}); the default image {admin_image!r} is used instead."
+            f"IMAGE ERROR: cannot use {ccc_settings.quote_value(wanted)} ({error}); the default image"
+            f" {admin_image!r} is used instead."
         )
     info, error = facts.image_lookup(admin_image, True)
     if info is None:
@@ -635,16 +715,22 @@ def _choose_image(cluster, record, overrides, facts, result, errors):
 
 
 def _mounts(cluster, record, user_type, value, facts, access, errors):
+    """
+    The container's mounts and the folders they need.
+
+    Every source below a storage root carries a ``pin`` (``{"name", "root", "parts"}``): the
+    node mounts it from a descriptor into a root-only pin folder and Docker gets that folder
+    (``ccc_pins``), never a path through a user's folder. Folders are ``{"root", "parts"}``
+    entries created by descriptor (``ccc_userdirs``).
+    """
     nfs = cluster["mount_points"]["nfs"]
     local = cluster["mount_points"]["local"]
     email = record["USER_EMAIL"]
     stack = record["STACK_NAME"]
     home = f"/home/{value('USER_NAME')}"
-    user_dir = os.path.join(nfs["user_data"], email)
-    home_dir = os.path.join(user_dir, record.get("STORAGE_NAME") or stack)
+    storage = record.get("STORAGE_NAME") or stack
     read_only_shared = access in (cluster.get("restricted_access_classes") or [])
     uid, gid = cluster["nfs_user"]["uid"], cluster["nfs_user"].get("gid", cluster["nfs_user"]["uid"])
-    sshd_dir = os.path.join(local["sshd_data"], ".sshd")
 
     def bind(source, target, read_only=False, propagation=None):
         mount = {"source": source, "target": target, "read_only": read_only}
@@ -652,20 +738,27 @@ def _mounts(cluster, record, user_type, value, facts, access, errors):
             mount["propagation"] = propagation
         return mount
 
+    def pinned(name, root, parts, target, read_only=False, propagation=None, shared=False):
+        mount = bind(os.path.join(root, *parts), target, read_only, propagation)
+        mount["pin"] = {"name": name, "root": root, "parts": list(parts), **({"shared": True} if shared else {})}
+        return mount
+
     mounts = [
-        bind(home_dir, home),
-        bind(os.path.join(user_dir, "container-settings"), f"{home}/.containers"),
+        pinned("home", nfs["user_data"], [email, storage], home),
+        pinned("settings", nfs["user_data"], [email, "container-settings"], f"{home}/.containers"),
         bind(nfs["apps_data"], "/opt/apps", read_only=True),
-        bind(user_dir, "/storage/user"),
+        pinned("user", nfs["user_data"], [email], "/storage/user"),
         bind(nfs["group_data"], "/storage/group", read_only=read_only_shared),
         bind(nfs["dataset_data"], "/storage/datasets", read_only=read_only_shared),
-        bind(os.path.join(local["hdd_data"], email), "/storage/local/hdd"),
-        bind(os.path.join(local["ssd_data"], email), "/storage/local/ssd"),
-        bind(sshd_dir, "/home/.sshd", read_only=bool(cluster.get("sshd_keys_read_only"))),
+        pinned("hdd", local["hdd_data"], [email], "/storage/local/hdd"),
+        pinned("ssd", local["ssd_data"], [email], "/storage/local/ssd"),
+        bind(os.path.join(local["sshd_data"], "stacks", stack), "/home/.sshd",
+             read_only=bool(cluster.get("sshd_keys_read_only"))),
     ]
     if value("USE_HOST_TIMEDATE"):
         mounts.extend(bind(path, path, read_only=True) for path in facts.host_timezone_files)
-    mounts.append(bind(os.path.join(user_dir, "private"), "/storage/private", propagation="rslave"))
+    mounts.append(pinned("private", nfs["user_data"], [email, "private"], "/storage/private",
+                         propagation="rslave", shared=True))
     private_groups = list(dict.fromkeys(
         (user_type.get("allowed_private_data_groups") or []) + (record.get("ADDITIONAL_PRIVATE_DATA_GROUPS") or [])
     ))
@@ -673,7 +766,7 @@ def _mounts(cluster, record, user_type, value, facts, access, errors):
         if not STACK_NAME_PATTERN.match(str(group)):
             errors.append(f"{stack}: private data group {group!r} is not a valid name")
             continue
-        mounts.append(bind(os.path.join(nfs["private_data"], group), f"/storage/private/{group}"))
+        mounts.append(pinned(f"group-{group}", nfs["private_data"], [group], f"/storage/private/{group}"))
     if ccc_settings.truthy(record.get("ADMIN_USER_ACCESS")):
         mounts.append(bind(nfs["user_data"], "/storage/admin/users"))
         mounts.append(bind(nfs["private_data"], "/storage/admin/privates"))
@@ -681,24 +774,27 @@ def _mounts(cluster, record, user_type, value, facts, access, errors):
     if ccc_settings.truthy(record.get("ENABLE_DOCKER_ACCESS")):
         mounts.append(bind("/var/run/docker.sock", "/var/run/docker.sock"))
 
-    owned = (uid, gid)
+    def folder(root, parts, mode=0o755):
+        return {"root": root, "parts": list(parts), "owner": (uid, gid), "mode": mode,
+                "path": os.path.join(root, *parts)}
+
     directories = [
-        {"path": user_dir, "owner": owned, "mode": 0o755},
-        {"path": home_dir, "owner": owned, "mode": 0o750},
-        {"path": os.path.join(user_dir, "container-settings"), "owner": owned, "mode": 0o755},
-        {"path": os.path.join(user_dir, "private"), "owner": owned, "mode": 0o755},
-        {"path": os.path.join(local["hdd_data"], email), "owner": owned, "mode": 0o755},
-        {"path": os.path.join(local["ssd_data"], email), "owner": owned, "mode": 0o755},
-        {"path": sshd_dir, "owner": (0, 0), "mode": 0o755},
+        folder(nfs["user_data"], [email]),
+        folder(nfs["user_data"], [email, storage], 0o750),
+        folder(nfs["user_data"], [email, "container-settings"]),
+        folder(nfs["user_data"], [email, "private"]),
+        folder(local["hdd_data"], [email]),
+        folder(local["ssd_data"], [email]),
     ]
     live_groups, live_problems = private_mount_groups(user_type, record)
     errors.extend(f"{stack}: {problem}" for problem in live_problems)
     directories.extend(
-        {"path": os.path.join(nfs["private_data"], group), "owner": owned, "mode": 0o755}
+        folder(nfs["private_data"], [group])
         for group in dict.fromkeys(private_groups + live_groups) if STACK_NAME_PATTERN.match(str(group))
     )
     if ccc_settings.truthy(record.get("ADMIN_USER_ACCESS")):
-        directories.append({"path": cluster["admin_log_dir"], "owner": (0, 0), "mode": 0o755})
+        directories.append({"root": cluster["admin_log_dir"], "parts": [], "owner": (0, 0), "mode": 0o755,
+                            "path": cluster["admin_log_dir"]})
     return mounts, directories
 
 
@@ -727,14 +823,15 @@ def private_mount_groups(user_type, record):
 
 def wanted_private_mounts(ccc, stacks_on_node):
     """
-    Map user email -> live private groups for the users with containers on this node: the union
-    over all of the user's containers here (one container never unmounts another's groups).
+    Map STACK_NAME -> its live private groups, for the containers running on this node. Each
+    container has its own ``private`` pin, so a grant reaches exactly the containers it names
+    and revoking it from one never unmounts it in another.
 
     CLI Example:
 
     .. code-block:: bash
 
-        salt-call ccc_docker.private_mounts test=True
+        salt-call ccc_containers.wanted_private_mounts "$(salt-call --out=json pillar.get ccc)" '["box1"]'
     """
     wanted = {}
     for stack in stacks_on_node:
@@ -742,9 +839,7 @@ def wanted_private_mounts(ccc, stacks_on_node):
         if record is None or problems:
             continue
         user_type = ((ccc or {}).get("user_types") or {}).get(record.get("USER_TYPE")) or {}
-        groups, _ = private_mount_groups(user_type, record)
-        merged = wanted.setdefault(record["USER_EMAIL"], [])
-        merged.extend(group for group in groups if group not in merged)
+        wanted[stack], _ = private_mount_groups(user_type, record)
     return wanted
 
 
@@ -927,12 +1022,31 @@ def feedback_report(resolution, outcome, when):
             f"packages: {spec['environment']['INSTALL_PACKAGES'] or 'none'}",
             f"ports: {', '.join(str(p) for p in spec['exposed_ports']) or 'none'}",
         ])
-    messages = resolution.get("user_messages") or []
-    if messages:
-        lines.append("messages:")
-        lines.extend(f"  - {message}" for message in messages)
-    body = "\n".join(lines) + "\n"
+    body = _bounded_body(lines, resolution.get("user_messages") or [], MAX_REPORT_BYTES - _REPORT_HEADER_BYTES)
     return f"# ccc-salt deploy report, written {when}\n{body}", body
+
+
+MAX_REPORT_BYTES = 8 * 1024  # the whole .deploy report
+_REPORT_HEADER_BYTES = 128  # kept for its first line, "# ccc-salt deploy report, written <when>"
+
+
+def _bounded_body(lines, messages, limit):
+    """
+    The report body: ``lines``, then as many messages as fit in ``limit`` bytes (UTF-8) and a
+    note of how many did not. The report lands in the user's home on every change, so neither
+    one long message nor many of them may make it large.
+    """
+    body = "\n".join(lines) + "\n" + ("messages:\n" if messages else "")
+    used = len(body.encode())
+    for index, message in enumerate(messages):
+        line = f"  - {message}\n"
+        if used + len(line.encode()) > limit - 128:  # 128: room for the note below
+            body += (f"  - … {len(messages) - index} more message(s) not shown:"
+                     f" this report is limited to {MAX_REPORT_BYTES // 1024} KiB\n")
+            break
+        body += line
+        used += len(line.encode())
+    return body.encode()[:limit].decode(errors="ignore")  # even over-long lines above stay within the limit
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,15 +11,14 @@ a real ``dockerd`` without Salt; ``plan``, ``deploy``, ``remove_orphans`` and
 ``network_present`` are the Salt-facing wrappers used by ``_states/ccc_container.py``.
 """
 
+import contextlib
 import datetime
+import fcntl
 import grp
 import json
 import logging
 import os
-import secrets
-import shutil
 import stat
-import subprocess
 import sys
 import time
 import urllib.error
@@ -27,7 +26,11 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ccc_containers  # noqa: E402  (sibling module, also loaded by Salt)
+import ccc_hostkeys  # noqa: E402
+import ccc_pins  # noqa: E402
+import ccc_safefs  # noqa: E402
 import ccc_settings  # noqa: E402
+import ccc_userdirs  # noqa: E402
 
 try:
     import docker
@@ -41,6 +44,15 @@ log = logging.getLogger(__name__)
 __virtualname__ = "ccc_docker"
 
 SECRET_LABEL_MARKERS = (".password",)
+# The contract variables ccc_containers sets (they win over EXTRA_ENVS): shown as they are. Any
+# other variable of a spec comes from the admin's EXTRA_ENVS (tokens) and is masked by ``redact``.
+SHOWN_ENV = frozenset({
+    "USER_NAME", "USER_ID", "USER_PUBKEY", "USER_GROUPS", "INSTALL_PACKAGES", "INSTALL_REPOSITORY_KEYS",
+    "INSTALL_REPOSITORY_SOURCES", "RUNIT_STATUS_FILE", "RUNIT_WORKING_ENV_FILE", "APPS", "CONTAINER_NAME",
+    "CONTAINER_NODE", "CONTAINER_IMAGE", "CONTAINER_WELCOME_MSG", "NVIDIA_VISIBLE_DEVICES",
+})
+# In ccc:node:state_dir: the ids of the containers this role created (see ``is_managed``).
+RECORD_FILE = "managed-containers.json"
 STOP_TIMEOUT = 10
 
 
@@ -231,10 +243,145 @@ def _inspect(client, name):
         return None
 
 
-def is_managed(attrs):
-    """True when a container carries ccc-salt's managed-by label."""
-    labels = (attrs.get("Config") or {}).get("Labels") or {}
-    return labels.get(ccc_containers.MANAGED_BY_LABEL) == ccc_containers.MANAGED_BY_VALUE
+def _command_error(message):
+    # Salt's CommandExecutionError inside Salt (loaded there already); a plain error outside it.
+    salt_exceptions = sys.modules.get("salt.exceptions")
+    return getattr(salt_exceptions, "CommandExecutionError", RuntimeError)(message)
+
+
+def docker_client(node):
+    """
+    A Docker client for this node's engine that carries the node's state dir, where the record
+    of the containers this role created lives (every managed-container check needs it).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.managed  # uses one
+    """
+    client = docker.DockerClient(base_url=node["docker_url"], version="1.41", timeout=120)
+    client.ccc_state_dir = node["state_dir"]
+    return client
+
+
+def _record_path(client):
+    state_dir = getattr(client, "ccc_state_dir", None)
+    if not state_dir:
+        raise _command_error("this Docker client has no node state dir (ccc_docker.docker_client makes one): "
+                             "without the record of created containers none counts as managed")
+    return os.path.join(state_dir, RECORD_FILE)
+
+
+def _check_private(path, status):
+    # Whoever can write the record (or its folder) decides what ccc-salt removes.
+    if status.st_uid != os.geteuid() or status.st_mode & 0o022:
+        raise _command_error(f"{path} must belong to uid {os.geteuid()} and be writable by nobody else; "
+                             "not trusting the record of ccc-salt's containers")
+
+
+def _read_record(path):
+    """The recorded container ids, ``None`` when there is no record yet; raises when untrustworthy."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _command_error(f"cannot read {path}: {exc}") from exc
+    with os.fdopen(fd, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise _command_error(f"{path} is not a regular file")
+        _check_private(path, status)
+        _check_private(os.path.dirname(path), os.stat(os.path.dirname(path)))
+        try:
+            data = json.loads(handle.read().decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            data = None
+    ids = data.get("containers") if isinstance(data, dict) else None
+    if not isinstance(ids, list) or not all(isinstance(item, str) for item in ids):
+        raise _command_error(f"{path} is not a record of container ids: repair it, or remove it to adopt "
+                             "the labelled containers again")
+    return set(ids)
+
+
+@contextlib.contextmanager
+def _record_lock(path):
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    _check_private(directory, os.stat(directory))
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _load_or_adopt(client, path):
+    """
+    The recorded ids (lock held). Without a record (first run after an upgrade) the containers
+    that carry the managed-by label now are adopted once, and logged: the earlier version kept
+    no record. Even a test run writes it, so later runs never adopt again.
+    """
+    ids = _read_record(path)
+    if ids is None:
+        label = f"{ccc_containers.MANAGED_BY_LABEL}={ccc_containers.MANAGED_BY_VALUE}"
+        found = client.api.containers(all=True, filters={"label": label})
+        ids = {summary["Id"] for summary in found}
+        _write_file_atomic(path, json.dumps({"containers": sorted(ids)}, indent=1) + "\n", 0o600)
+        # A fresh node has nothing to adopt; an upgraded one has, and the admin should know which.
+        (log.warning if ids else log.info)(
+            "no record of ccc-salt's containers at %s yet (new node or upgrade): adopted the %d labelled container(s) %s",
+            path, len(ids), sorted(name.lstrip("/") for summary in found for name in summary.get("Names") or []))
+    return ids
+
+
+def recorded_ids(client):
+    """
+    The ids of the containers this role created on this node (see ``is_managed``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.managed  # the labelled containers whose id is recorded
+    """
+    path = _record_path(client)
+    ids = _read_record(path)
+    if ids is None:
+        with _record_lock(path):
+            ids = _load_or_adopt(client, path)
+    return ids
+
+
+def _record_change(client, add=(), drop=()):
+    """Add or drop container ids (locked, replaced atomically)."""
+    path = _record_path(client)
+    with _record_lock(path):
+        ids = _load_or_adopt(client, path)
+        updated = (ids | set(add)) - set(drop)
+        if updated != ids:
+            _write_file_atomic(path, json.dumps({"containers": sorted(updated)}, indent=1) + "\n", 0o600)
+
+
+def is_managed(client, attrs, recorded=None):
+    """
+    True when ccc-salt created this container: the managed-by label AND its id in the node's
+    record. The label alone proves nothing: a container inherits its image's labels and anyone
+    with Docker access can set one. ``attrs``: inspect data or a list summary; ``recorded``:
+    the ids when already read. The one definition everything that acts on containers uses.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.managed  # lists the containers it accepts
+    """
+    labels = attrs["Labels"] if "Labels" in attrs else _labels(attrs)
+    if (labels or {}).get(ccc_containers.MANAGED_BY_LABEL) != ccc_containers.MANAGED_BY_VALUE:
+        return False
+    return attrs["Id"] in (recorded_ids(client) if recorded is None else recorded)
 
 
 def create_kwargs(client, spec):
@@ -268,6 +415,8 @@ def create_kwargs(client, spec):
         device_requests=device_requests or None,
         runtime=spec["runtime"],
         network_mode=spec["networks"][0],
+        cap_drop=spec.get("cap_drop") or None,
+        pids_limit=spec.get("pids_limit"),
     )
     return {
         "image": spec["image"],
@@ -289,7 +438,13 @@ def _attached_networks(attrs):
 def _stop_and_remove(client, attrs):
     if (attrs.get("State") or {}).get("Running"):
         client.api.stop(attrs["Id"], timeout=STOP_TIMEOUT)
-    client.api.remove_container(attrs["Id"], v=True, force=True)
+    _remove_recorded(client, attrs["Id"])
+
+
+def _remove_recorded(client, container_id):
+    """Remove a container this role created, and its id from the node's record."""
+    client.api.remove_container(container_id, v=True, force=True)
+    _record_change(client, drop=[container_id])
 
 
 def spec_of_container(attrs):
@@ -322,6 +477,8 @@ def spec_of_container(attrs):
         "restart_policy": (host.get("RestartPolicy") or {}).get("Name"),
         "privileged": bool(host.get("Privileged")),
         "security_opt": host.get("SecurityOpt") or [],
+        "cap_drop": sorted(host.get("CapDrop") or []),
+        "pids_limit": host.get("PidsLimit") or None,
         "device_ids": [i for r in requests for i in (r.get("DeviceIDs") or [])],
         "runtime": host.get("Runtime") if host.get("Runtime") not in ("runc", None) else None,
     }
@@ -329,7 +486,8 @@ def spec_of_container(attrs):
 
 def spec_diff(old, new):
     """
-    A readable diff between an existing container and the wanted spec; password labels masked.
+    A readable diff between an existing container and the wanted spec, secrets masked (``redact``):
+    state changes end up in job caches and event buses.
 
     CLI Example:
 
@@ -349,8 +507,6 @@ def spec_diff(old, new):
                     continue
                 was, will = (before or {}).get(name), after.get(name)
                 if was != will:
-                    if any(marker in name for marker in SECRET_LABEL_MARKERS):
-                        was, will = ("***" if was else was), ("***" if will else will)
                     changed[name] = {"old": was, "new": will}
             if changed:
                 diff[key] = changed
@@ -362,74 +518,21 @@ def spec_diff(old, new):
                 diff[key] = {"old": sorted(before or []), "new": sorted(after)}
         elif before != after:
             diff[key] = {"old": before, "new": after}
-    return diff
-
-
-def ensure_directories(directories):
-    """
-    Create missing directories with their owner and mode; existing ones are left as they are.
-
-    Parents are never created: a missing parent is a storage root (an NFS share or a local
-    dataset) that is not mounted, and creating it would hide user data on the wrong disk.
-    Returns the list of created paths; raises ``FileNotFoundError`` naming the missing root.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt-call state.apply containers  # creates the homes this way
-    """
-    created = []
-    for entry in directories:
-        path = entry["path"]
-        if os.path.isdir(path):
-            continue
-        if not os.path.isdir(os.path.dirname(path)):
-            raise FileNotFoundError(f"{os.path.dirname(path)} does not exist on this node (storage not mounted?)")
-        try:
-            os.mkdir(path, entry["mode"])
-        except FileExistsError:
-            continue
-        uid, gid = entry["owner"]
-        os.chown(path, uid, gid)
-        os.chmod(path, entry["mode"])
-        created.append(path)
-    return created
+    return redact(diff)
 
 
 def _write_file_atomic(path, text, mode, owner=None):
+    """Replace a root-side file (state dir, node record) atomically; its folder is made if its
+    parent exists, never below a missing storage root."""
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
-    # A fresh, unpredictable name opened with O_EXCL: nothing planted in advance (a FIFO, a
-    # symlink, a hard link) can be opened in its place.
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.ccc-tmp-{os.getpid()}-{secrets.token_hex(8)}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    if not os.path.isdir(os.path.dirname(directory)):
+        raise FileNotFoundError(f"{os.path.dirname(directory)} does not exist on this node (storage not mounted?)")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = ccc_safefs.open_root(directory)
     try:
-        os.write(fd, text.encode("utf-8"))
-        if owner:
-            os.fchown(fd, *owner)
-        os.fchmod(fd, mode)
+        ccc_safefs.write_file_at(fd, os.path.basename(path), text.encode("utf-8"), mode, owner)
     finally:
         os.close(fd)
-    try:
-        os.replace(temporary, path)
-    except OSError:
-        os.unlink(temporary)
-        raise
-
-
-def _write_new_file(path, text, mode, owner):
-    """Create ``path`` only if nothing (not even a dangling symlink) is there."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    except FileExistsError:
-        return False
-    try:
-        os.write(fd, text.encode("utf-8"))
-        os.fchown(fd, *owner)
-    finally:
-        os.close(fd)
-    return True
 
 
 def _messages_part(report):
@@ -441,8 +544,8 @@ def write_feedback(resolution, outcome, owner, changed=True):
     Write ``<STACK_NAME>.deploy`` beside the user's settings file.
 
     After a run that changed nothing the report is kept unless its messages differ, so a no-op
-    apply writes nothing and the user still sees what last happened. The file is replaced
-    atomically; a symlink planted there is replaced, never followed.
+    apply writes nothing and the user still sees what last happened. The folder is opened
+    without following links and the report replaced atomically inside it (``ccc_userdirs``).
 
     CLI Example:
 
@@ -451,41 +554,80 @@ def write_feedback(resolution, outcome, owner, changed=True):
         salt-call state.apply containers  # writes these reports
     """
     paths = resolution.get("paths")
-    # The settings folder is user-controlled: never write through a symlink planted in its place.
-    if not paths or os.path.islink(paths["settings_dir"]) or not os.path.isdir(paths["settings_dir"]):
+    if not paths:
         return False
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     text, body = ccc_containers.feedback_report(resolution, outcome, when)
+
+    def unchanged(existing):
+        existing = existing.split("\n", 1)[-1]
+        return not changed and (existing == body or _messages_part(existing) == _messages_part(body))
+
     try:
-        # Non-blocking, no symlinks, regular files only: a FIFO planted here must not hang the run.
-        fd = os.open(paths["feedback_file"], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise FileNotFoundError
-            existing = os.read(fd, 1 << 20).decode("utf-8").split("\n", 1)[-1]
-        finally:
-            os.close(fd)
-        if not changed and (existing == body or _messages_part(existing) == _messages_part(body)):
-            return False
-    except (OSError, UnicodeDecodeError):
-        pass
-    try:
-        _write_file_atomic(paths["feedback_file"], text, 0o644, owner)
+        return ccc_userdirs.write_report(paths["settings_folder"], os.path.basename(paths["feedback_file"]), text,
+                                         owner, unchanged)
     except OSError as exc:
         # Best effort: whatever the user put in the way (a folder, say) only costs them the report.
         log.warning("cannot write %s: %s", paths["feedback_file"], exc)
         return False
-    return True
 
 
-def apply_resolution(client, cluster, resolution, test=False):
+def pin_spec(binds_dir, spec, create):
+    """
+    The spec as Docker gets it: every pinned mount's source replaced by its pin folder.
+
+    The pin set id (sources and their inodes) is part of the sources, so the spec hash changes
+    when a user replaced a folder. ``create`` false only checks the sources (test mode).
+    Raises ``ccc_safefs.UnsafePath`` / ``FileNotFoundError`` for a bad or missing source.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call state.apply containers test=True  # diffs the pinned spec
+    """
+    pins = [m["pin"] for m in spec["mounts"] if m.get("pin")]
+    set_id, identity = ccc_pins.identify(pins)
+    if create:
+        ccc_pins.ensure(binds_dir, spec["name"], pins, set_id, identity)
+    base = ccc_pins.set_dir(binds_dir, spec["name"], set_id)
+    mounts = []
+    for mount in spec["mounts"]:
+        mount = dict(mount)
+        pin = mount.pop("pin", None)
+        if pin:
+            mount["source"] = os.path.join(base, pin["name"])
+        mounts.append(mount)
+    pinned = dict(spec, mounts=mounts, labels=dict(spec["labels"]))
+    pinned["labels"][ccc_containers.SPEC_HASH_LABEL] = ccc_containers.spec_hash(pinned)
+    return pinned
+
+
+def _prepare_node(cluster, node, resolution, test):
+    """Folders, host keys and pins for a ``run``; returns ``(pinned spec, created folders)``."""
+    spec = resolution["spec"]
+    if test:
+        return pin_spec(node["binds_dir"], spec, create=False), []
+    created = ccc_userdirs.ensure_directories(resolution["directories"])
+    if ccc_hostkeys.ensure(cluster["mount_points"]["local"]["sshd_data"], cluster["state_dir"], spec["name"],
+                           (cluster.get("host_keys") or {}).get("rsa_bits", 3072)):
+        created.append(ccc_hostkeys.node_dir(cluster["mount_points"]["local"]["sshd_data"], spec["name"]))
+    pinned = pin_spec(node["binds_dir"], spec, create=True)
+    missing = [m["source"] for m in pinned["mounts"] if not os.path.exists(m["source"])]
+    if missing:
+        raise FileNotFoundError(f"missing on this node (storage not mounted?): {', '.join(missing)}")
+    return pinned, created
+
+
+def apply_resolution(client, cluster, resolution, test=False, node=None):
     """
     Make Docker match one resolution. Returns ``{"result", "changes", "comment"}``.
 
     ``run``: create or recreate (only when the spec hash changed; the new container is created
     before the old one is removed, so a failing create leaves the old one running), start it if
     stopped, reattach missing networks. ``remove``: remove the managed container, purge the
-    stack's data if asked. ``hold``: change nothing and fail with the reasons.
+    stack's data if asked. ``hold``: change nothing and fail with the reasons. ``node``: the
+    node settings (``binds_dir``, where the pin sets live).
 
     CLI Example:
 
@@ -497,7 +639,7 @@ def apply_resolution(client, cluster, resolution, test=False):
     owner = (cluster["nfs_user"]["uid"], cluster["nfs_user"].get("gid", cluster["nfs_user"]["uid"]))
     notes = list(resolution["notes"])
     attrs = _inspect(client, stack)
-    if attrs is not None and not is_managed(attrs):
+    if attrs is not None and not is_managed(client, attrs):
         return _failure(f"a container named {stack!r} exists but is not managed by ccc-salt; not touching it")
 
     if resolution["action"] == "hold":
@@ -506,47 +648,26 @@ def apply_resolution(client, cluster, resolution, test=False):
         problems = resolution["admin_errors"] or [resolution["reason"]]
         return _failure("; ".join(problems + notes))
 
+    node = node or ccc_containers.node_settings({}, resolution["node"])
     if resolution["action"] == "remove":
-        return _apply_remove(client, cluster, resolution, attrs, owner, test)
-
-    spec = resolution["spec"]
-    changes = {}
-    if test:
-        if attrs is None:
-            changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
-        elif _labels(attrs).get(ccc_containers.SPEC_HASH_LABEL) != spec["labels"][ccc_containers.SPEC_HASH_LABEL]:
-            changes["recreated"] = spec_diff(spec_of_container(attrs), spec)
-        elif not attrs["State"].get("Running"):
-            changes["started"] = True
-        comment = f"{stack}: would be {', '.join(changes) or 'left as it is'} ({resolution['reason']})"
-        return {"result": None if changes else True, "changes": changes, "comment": _join(comment, notes)}
+        return _apply_remove(client, cluster, resolution, attrs, owner, test, node["binds_dir"])
 
     try:
-        # The user can rename and replace anything inside their own folder (/storage/user is rw):
-        # a symlink there would make Docker bind-mount, or this node write into, its target.
-        user_dir = resolution["paths"]["user_dir"]
-        linked = [d["path"] for d in resolution["directories"]
-                  if os.path.dirname(d["path"]) == user_dir and os.path.islink(d["path"])]
-        if linked:
-            raise PermissionError(f"a symbolic link where a folder belongs, refusing to use it: {', '.join(linked)}")
-        created_dirs = ensure_directories(resolution["directories"])
-        missing = [m["source"] for m in spec["mounts"] if not os.path.exists(m["source"])]
-        if missing:
-            raise FileNotFoundError(f"missing on this node (storage not mounted?): {', '.join(missing)}")
-    except (FileNotFoundError, PermissionError) as exc:
-        write_feedback(resolution, "NOT deployed: the node's storage is not ready (the admins were told)", owner)
+        spec, created_dirs = _prepare_node(cluster, node, resolution, test)
+    except ccc_safefs.UnsafePath as exc:
+        message = (f"NOT deployed: {exc.strerror}. A folder of yours is replaced by something else; "
+                   "put the real folder back (the container keeps running as it was)")
+        if not test:
+            write_feedback(resolution, message, owner)
+        return _failure(f"{stack}: refusing a user path: {exc.strerror}")
+    except FileNotFoundError as exc:
+        if not test:
+            write_feedback(resolution, "NOT deployed: the node's storage is not ready (the admins were told)", owner)
         return _failure(f"{stack}: {exc}")
-    if created_dirs:
-        changes["directories"] = created_dirs
-    paths = resolution["paths"]
-    if resolution.get("default_settings_text") and _write_new_file(
-        paths["settings_file"], resolution["default_settings_text"], 0o644, owner
-    ):
-        changes["settings_file"] = f"wrote the default {paths['settings_file']}"
-    if resolution.get("settings_to_store") is not None:
-        if _read_json(paths["last_good_file"]) != resolution["settings_to_store"]:
-            _write_file_atomic(paths["last_good_file"], json.dumps(resolution["settings_to_store"], sort_keys=True), 0o600)
-
+    if test:
+        return _test_run(resolution, spec, attrs, notes)
+    changes = {"directories": created_dirs} if created_dirs else {}
+    _store_settings(resolution, owner, changes)
     try:
         outcome = _apply_run(client, spec, attrs, changes)
     except docker.errors.APIError as exc:
@@ -554,11 +675,43 @@ def apply_resolution(client, cluster, resolution, test=False):
         resolution = dict(resolution, user_messages=resolution["user_messages"] + [message])
         write_feedback(resolution, "NOT deployed: " + message, owner)
         return _failure(f"{stack}: {message}", changes)
+    _release_unused_pins(client, node["binds_dir"], stack)
     write_feedback(resolution, outcome, owner, changed=bool(changes))
     comment = f"{stack}: {outcome} ({resolution['reason']})"
     if resolution["settings_status"] == "rejected":
         notes.append("user settings rejected: " + "; ".join(resolution["user_messages"][1:]))
     return {"result": True, "changes": changes, "comment": _join(comment, notes)}
+
+
+def _test_run(resolution, spec, attrs, notes):
+    changes = {}
+    if attrs is None:
+        changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
+    elif _labels(attrs).get(ccc_containers.SPEC_HASH_LABEL) != spec["labels"][ccc_containers.SPEC_HASH_LABEL]:
+        changes["recreated"] = spec_diff(spec_of_container(attrs), spec)
+    elif not attrs["State"].get("Running"):
+        changes["started"] = True
+    comment = f"{resolution['stack']}: would be {', '.join(changes) or 'left as it is'} ({resolution['reason']})"
+    return {"result": None if changes else True, "changes": changes, "comment": _join(comment, notes)}
+
+
+def _store_settings(resolution, owner, changes):
+    """The default settings file for a user who has none, and the last accepted settings."""
+    paths = resolution["paths"]
+    if resolution.get("default_settings_text") and ccc_userdirs.create_file(
+        paths["settings_folder"], os.path.basename(paths["settings_file"]), resolution["default_settings_text"], owner
+    ):
+        changes["settings_file"] = f"wrote the default {paths['settings_file']}"
+    if resolution.get("settings_to_store") is not None:
+        if _read_json(paths["last_good_file"]) != resolution["settings_to_store"]:
+            _write_file_atomic(paths["last_good_file"], json.dumps(resolution["settings_to_store"], sort_keys=True), 0o600)
+
+
+def _release_unused_pins(client, binds_dir, stack):
+    """Unmount the pin sets of ``stack`` that none of its containers (swap leftovers too) uses."""
+    users = [attrs for attrs in (_inspect(client, name) for name in (stack, f"{stack}.ccc-new", f"{stack}.ccc-old"))
+             if attrs is not None]
+    ccc_pins.release(binds_dir, stack, keep=ccc_pins.sets_in_use(users, binds_dir, stack) or {"-"})
 
 
 def _apply_run(client, spec, attrs, changes):
@@ -578,21 +731,21 @@ def _apply_run(client, spec, attrs, changes):
     new_name, old_name = f"{spec['name']}.ccc-new", f"{spec['name']}.ccc-old"
     for leftover_name in (new_name, old_name):
         leftover = _inspect(client, leftover_name)
-        if leftover is not None and is_managed(leftover):
-            client.api.remove_container(leftover["Id"], v=True, force=True)
-    created = client.api.create_container(name=new_name, **create_kwargs(client, spec))
+        if leftover is not None and is_managed(client, leftover):
+            _remove_recorded(client, leftover["Id"])
+    created = _create_recorded(client, new_name, spec)
     try:
         for network in spec["networks"][1:]:
             client.api.connect_container_to_network(created["Id"], network)
     except docker.errors.APIError:
-        client.api.remove_container(created["Id"], v=True, force=True)
+        _remove_recorded(client, created["Id"])
         raise
     if attrs is None:
         try:
             client.api.rename(created["Id"], spec["name"])
             client.api.start(created["Id"])
         except docker.errors.APIError:
-            client.api.remove_container(created["Id"], v=True, force=True)
+            _remove_recorded(client, created["Id"])
             raise
         changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
         return "created and started"
@@ -607,31 +760,43 @@ def _apply_run(client, spec, attrs, changes):
         client.api.rename(created["Id"], spec["name"])
         client.api.start(created["Id"])
     except docker.errors.APIError:
-        client.api.remove_container(created["Id"], v=True, force=True)
+        _remove_recorded(client, created["Id"])
         client.api.rename(attrs["Id"], spec["name"])
         if was_running:
             client.api.start(attrs["Id"])
         raise
-    client.api.remove_container(attrs["Id"], v=True, force=True)
+    _remove_recorded(client, attrs["Id"])
     changes["recreated"] = spec_diff(spec_of_container(attrs), spec)
     return "recreated with the new settings"
 
 
-def _apply_remove(client, cluster, resolution, attrs, owner, test):
+def _create_recorded(client, name, spec):
+    """Create a container and record it at once: it is ours even if this run dies before the swap."""
+    recorded_ids(client)  # a first run adopts the labelled containers before this one exists
+    created = client.api.create_container(name=name, **create_kwargs(client, spec))
+    try:
+        _record_change(client, add=[created["Id"]])
+    except Exception:
+        client.api.remove_container(created["Id"], v=True, force=True)
+        raise
+    return created
+
+
+def _apply_remove(client, cluster, resolution, attrs, owner, test, binds_dir=None):
     stack = resolution["stack"]
     changes = {}
     if attrs is not None:
         changes["removed"] = {"reason": resolution["reason"]}
         if not test:
             _stop_and_remove(client, attrs)
+    if not test and binds_dir:
+        ccc_pins.release(binds_dir, stack)
     if resolution.get("purge"):
-        doomed = purge_paths(cluster, resolution)
-        existing = [path for path in doomed if os.path.lexists(path)]
+        existing = ccc_userdirs.existing(purge_paths(cluster, resolution))
         if existing:
-            changes["purged"] = existing
+            changes["purged"] = [ccc_userdirs.display(entry) for entry in existing]
             if not test:
-                for path in existing:
-                    _remove_path(path)
+                ccc_userdirs.remove(existing)
     if resolution["reason"].startswith("DISABLED") and not test and not resolution.get("purge"):
         write_feedback(resolution, "removed: the administrators disabled this container", owner)
     verb = "would be" if test else "was"
@@ -641,21 +806,12 @@ def _apply_remove(client, cluster, resolution, attrs, owner, test):
     return {"result": None if (test and changes) else True, "changes": changes, "comment": comment}
 
 
-def _remove_path(path):
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
 def purge_paths(cluster, resolution):
     """
-    The paths PURGE_USER_DATA deletes for one stack: its home (unless another active stack of
-    the user shares it), its settings files and its last accepted settings. Never the user's
-    whole tree, never anything outside the user's directories.
+    What PURGE_USER_DATA deletes for one stack, as ``{"root", "parts"}`` entries: its home
+    (unless another active stack of the user shares it), its settings files, its node-local SSD
+    folder and its last accepted settings. Each is reached from its storage root without
+    following links, so nothing outside the user's own folders can be named.
 
     CLI Example:
 
@@ -665,20 +821,18 @@ def purge_paths(cluster, resolution):
     """
     record = resolution["record"]
     stack = record["STACK_NAME"]
-    paths = resolution["paths"]
-    user_dir = os.path.realpath(paths["user_dir"])
+    email = record["USER_EMAIL"]
+    user_data = cluster["mount_points"]["nfs"]["user_data"]
     storage = record.get("STORAGE_NAME") or stack
-    candidates = [
-        os.path.join(paths["settings_dir"], f"{stack}{suffix}")
-        for suffix in (".yml", ".deploy", ".status", ".env-backup")
-    ]
+    entries = [{"root": user_data, "parts": [email, "container-settings", f"{stack}{suffix}"]}
+               for suffix in (".yml", ".deploy", ".status", ".env-backup")]
     if storage not in resolution.get("storage_in_use", []):
-        candidates.append(os.path.join(paths["user_dir"], storage))
-    safe = [p for p in candidates if os.path.realpath(os.path.dirname(p)).startswith(user_dir)]
+        entries.append({"root": user_data, "parts": [email, storage]})
     # The image keeps ~/.cache and ~/.services of this container under <ssd>/<email>/<STACK_NAME>.
-    safe.append(os.path.join(cluster["mount_points"]["local"]["ssd_data"], record["USER_EMAIL"], stack))
-    safe.append(paths["last_good_file"])
-    return safe
+    entries.append({"root": cluster["mount_points"]["local"]["ssd_data"], "parts": [email, stack]})
+    last_good = resolution["paths"]["last_good_file"]
+    entries.append({"root": os.path.dirname(last_good), "parts": [os.path.basename(last_good)]})
+    return entries
 
 
 def _labels(attrs):
@@ -695,7 +849,8 @@ def _join(comment, notes):
 
 def managed_containers(client):
     """
-    Map STACK_NAME -> container attrs summary for every ccc-salt container on this engine.
+    Map STACK_NAME -> container attrs summary for every container ccc-salt manages on this
+    engine (``is_managed``: labelled and recorded; a label alone is never enough).
 
     CLI Example:
 
@@ -704,17 +859,50 @@ def managed_containers(client):
         salt-call ccc_docker.managed
     """
     found = {}
+    recorded = recorded_ids(client)
     label_filter = f"{ccc_containers.MANAGED_BY_LABEL}={ccc_containers.MANAGED_BY_VALUE}"
     for summary in client.api.containers(all=True, filters={"label": label_filter}):
         stack = (summary.get("Labels") or {}).get(ccc_containers.STACK_LABEL)
-        if stack:
+        if stack and is_managed(client, summary, recorded):
             found[stack] = summary
     return found
 
 
-def remove_orphans_from(client, known_stacks, test=False):
+def orphan_refusal(orphans, managed_count, max_share, force=False, pillar_errors=None):
     """
-    Remove managed containers whose STACK_NAME is no longer in pillar. Data is never touched.
+    Why removing ``orphans`` must not happen now, or ``None`` when it may: a broken or emptied
+    pillar looks exactly like containers that left it, and must never wipe a node.
+
+    The rule: never while pillar has render errors (``force`` does not override this: fix the
+    pillar); and when more than one container would go and they are more than ``max_share`` of
+    the node's ``managed_count`` managed containers, only with ``force`` (pillar
+    ``ccc_force_orphans``). A ``max_share`` outside 0..1 refuses too.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.remove_orphans test=True  # shows the refusal, if any
+    """
+    if not orphans:
+        return None
+    if pillar_errors:
+        return "pillar has render errors, so its list of containers cannot be trusted: " + "; ".join(
+            str(error) for error in pillar_errors)[:1000]
+    if isinstance(max_share, bool) or not isinstance(max_share, (int, float)) or not 0 <= max_share <= 1:
+        return f"ccc:cluster:orphans:max_share must be a number from 0 to 1, got {max_share!r}"
+    if len(orphans) > 1 and len(orphans) > max_share * managed_count and not force:
+        return (f"{len(orphans)} of the {managed_count} managed containers on this node would go, more than "
+                f"max_share {max_share:g} of them; if pillar really dropped them, run again with "
+                """pillar='{"ccc_force_orphans": true}'""")
+    return None
+
+
+def remove_orphans_from(client, known_stacks, test=False, max_share=0.5, force=False, pillar_errors=None):
+    """
+    Remove managed containers whose STACK_NAME is no longer in pillar, unless ``orphan_refusal``
+    refuses. Data is never touched. Returns ``{"orphans", "managed", "refused"}`` (``refused``:
+    the reason nothing was removed, else ``None``).
 
     CLI Example:
 
@@ -722,30 +910,22 @@ def remove_orphans_from(client, known_stacks, test=False):
 
         salt-call state.apply containers  # the ccc-containers-orphans state runs this
     """
-    removed = []
-    for stack, summary in sorted(managed_containers(client).items()):
-        if stack in known_stacks:
-            continue
-        removed.append(stack)
-        if not test:
-            attrs = _inspect(client, summary["Id"])
+    managed = managed_containers(client)
+    orphans = sorted(stack for stack in managed if stack not in known_stacks)
+    refused = orphan_refusal(orphans, len(managed), max_share, force, pillar_errors)
+    if not test and refused is None:
+        for stack in orphans:
+            attrs = _inspect(client, managed[stack]["Id"])
             if attrs is not None:
                 _stop_and_remove(client, attrs)
-    return removed
+    return {"orphans": orphans, "managed": len(managed), "refused": refused}
 
 
-def _mount_points():
-    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-        return {
-            line.split()[4].encode().decode("unicode_escape") for line in handle
-        }
-
-
-def reconcile_private_mounts(cluster, wanted, test=False):
+def reconcile_private_mounts(client, cluster, binds_dir, wanted, test=False):
     """
-    Bind-mount each user's live private groups under ``<user_data>/<email>/private/<group>`` and
-    unmount the groups no container of that user on this node has any more. Only bind mounts
-    whose source is under ``private_data`` are ever unmounted. Returns the changes.
+    Mount each running container's live private groups inside its ``private`` pin, unmount the
+    revoked ones, undo the earlier version's mounts on user paths, and release the pin sets of
+    stacks with no managed container here. Returns the changes.
 
     CLI Example:
 
@@ -755,48 +935,41 @@ def reconcile_private_mounts(cluster, wanted, test=False):
     """
     nfs = cluster["mount_points"]["nfs"]
     owner = (cluster["nfs_user"]["uid"], cluster["nfs_user"].get("gid", cluster["nfs_user"]["uid"]))
-    mounted = _mount_points()
-    changes = {"mounted": [], "unmounted": []}
-    user_root = nfs["user_data"]
-    emails = set(wanted)
-    prefix = os.path.join(user_root, "")
-    for point in mounted:
-        parts = point[len(prefix):].split("/") if point.startswith(prefix) else []
-        if len(parts) == 3 and parts[1] == "private":
-            emails.add(parts[0])
-    for email in sorted(emails):
-        private_dir = os.path.join(user_root, email, "private")
-        groups = wanted.get(email, [])
-        for group in groups:
-            target = os.path.join(private_dir, group)
-            if target in mounted:
-                continue
-            changes["mounted"].append(target)
-            if test:
-                continue
-            if not os.path.isdir(private_dir) or os.path.islink(private_dir):
-                raise FileNotFoundError(f"{private_dir} is missing or a symbolic link; not mounting {group}")
-            if not os.path.isdir(target):
-                os.mkdir(target, 0o755)
-                os.chown(target, *owner)
-            _run_mount(["mount", "--bind", os.path.join(nfs["private_data"], group), target])
-        for point in sorted(p for p in mounted if os.path.dirname(p) == private_dir):
-            if os.path.basename(point) in groups:
-                continue
-            changes["unmounted"].append(point)
+    changes = {"mounted": [], "unmounted": [], "released": [], "refused": []}
+    for point in ccc_pins.legacy_private_mounts(nfs["user_data"]):
+        changes["unmounted"].append(point)
+        if not test:
+            _unmount_user_path(nfs["user_data"], point)
+    containers = managed_containers(client)
+    points = set(ccc_safefs.mount_points())
+    for stack, summary in sorted(containers.items()):
+        attrs = _inspect(client, summary["Id"]) if summary.get("State") == "running" else None
+        private_dir = ccc_pins.private_pin(attrs) if attrs else None
+        if not private_dir or not private_dir.startswith(os.path.join(binds_dir, "")) or private_dir not in points:
+            continue
+        done = ccc_pins.reconcile_groups(private_dir, nfs["private_data"], wanted.get(stack, []), owner, test)
+        for key, value in done.items():
+            changes[key].extend(value)
+    for stack in ccc_pins.pinned_stacks(binds_dir):
+        if stack not in containers:
+            changes["released"].append(stack)
             if not test:
-                _run_mount(["umount", point])
-                try:
-                    os.rmdir(point)
-                except OSError:
-                    pass
+                ccc_pins.release(binds_dir, stack)
     return {key: value for key, value in changes.items() if value}
 
 
-def _run_mount(command):
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-    if result.returncode != 0:
-        raise OSError(f"{' '.join(command[:2])} failed: {result.stderr.strip()}")
+def _unmount_user_path(root, point):
+    """Unmount a mount point below a user folder, reached without following links."""
+    parts = point[len(os.path.join(root, "")):].split("/")
+    try:
+        fd = ccc_safefs.walk(root, parts)
+    except (FileNotFoundError, ccc_safefs.UnsafePath) as exc:
+        log.warning("not unmounting %s: %s", point, exc)
+        return
+    try:
+        ccc_safefs.unmount_fd(fd)
+    finally:
+        os.close(fd)
 
 
 def ensure_network(client, name, definition, test=False):
@@ -837,9 +1010,12 @@ def ensure_network(client, name, definition, test=False):
 def _client():
     key = "ccc_docker.client"
     if key not in __context__:
-        node = ccc_containers.node_settings(_ccc(), __grains__["id"])
-        __context__[key] = docker.DockerClient(base_url=node["docker_url"], version="1.41", timeout=120)
+        __context__[key] = docker_client(ccc_containers.node_settings(_ccc(), __grains__["id"]))
     return __context__[key]
+
+
+def _node(ccc):
+    return ccc_containers.node_settings(ccc, __grains__["id"])
 
 
 def _ccc():
@@ -863,7 +1039,8 @@ def _plan(ccc, cluster, name, pull):
 
 def plan(name, pull=False):
     """
-    Resolve one container for this node (read-only unless ``pull`` is true).
+    Resolve one container for this node (read-only unless ``pull`` is true), secrets masked
+    (``redact``): it is for display.
 
     CLI Example:
 
@@ -872,27 +1049,48 @@ def plan(name, pull=False):
         salt-call ccc_docker.plan box1
     """
     ccc = _ccc()
-    return _plan(ccc, ccc_containers.cluster_settings(ccc), name, pull)
+    return redact(_plan(ccc, ccc_containers.cluster_settings(ccc), name, pull))
 
 
-def redact(resolution):
+def redact(data):
     """
-    A copy of a resolution fit for display: HTTP basic-auth passwords are masked.
+    A copy of a resolution, spec or spec diff fit for display: the values of the admin's
+    ``EXTRA_ENVS`` (tokens; in a spec's environment every variable outside ``SHOWN_ENV``),
+    ``*.password`` labels and FRP basic-auth ``pass`` values become ``***`` (unset stays unset).
+    The one redaction rule: plans, ``resolve`` and test-run diffs all pass through it.
 
     CLI Example:
 
     .. code-block:: bash
 
-        salt-call ccc_containers.resolve box1
+        salt-call ccc_docker.plan box1
     """
-    shown = json.loads(json.dumps(resolution))
-    for http in ((shown.get("record") or {}).get("FRP_PORTS") or {}).get("HTTP") or []:
-        if isinstance(http, dict) and "pass" in http:
-            http["pass"] = "***"
-    for name in ((shown.get("spec") or {}).get("labels") or {}):
-        if any(marker in name for marker in SECRET_LABEL_MARKERS):
-            shown["spec"]["labels"][name] = "***"
-    return shown
+    return _redacted(json.loads(json.dumps(data)), None)
+
+
+def _redacted(value, section):
+    if isinstance(value, list):
+        return [_redacted(item, section) for item in value]
+    if not isinstance(value, dict):
+        return value
+    return {name: _masked(item) if _is_secret(section, name) else _redacted(item, name) for name, item in value.items()}
+
+
+def _is_secret(section, name):
+    if section == "EXTRA_ENVS":
+        return True
+    if section == "environment":
+        return name not in SHOWN_ENV
+    if section == "labels":
+        return any(marker in name for marker in SECRET_LABEL_MARKERS)
+    return section == "HTTP" and name == "pass"
+
+
+def _masked(value):
+    # A diff entry keeps its shape ({"old", "new"}) and still shows whether a value is set.
+    if isinstance(value, dict):
+        return {name: _masked(item) for name, item in value.items()}
+    return value if value in (None, "") else "***"
 
 
 def deploy(name, test=False):
@@ -908,7 +1106,11 @@ def deploy(name, test=False):
     ccc = _ccc()
     cluster = ccc_containers.cluster_settings(ccc)
     resolution = _plan(ccc, cluster, name, pull=not test)
-    return apply_resolution(_client(), cluster, resolution, test=test)
+    # a notice from the master's redeploy runner (e.g. held back by the rate limit) for the user's report
+    notices = __pillar__.get("ccc_notice")
+    if isinstance(notices, dict) and isinstance(notices.get(name), str):
+        resolution = dict(resolution, user_messages=list(resolution.get("user_messages") or []) + [notices[name][:300]])
+    return apply_resolution(_client(), cluster, resolution, test=test, node=_node(ccc))
 
 
 def managed():
@@ -937,7 +1139,7 @@ def remove(name, test=False):
     attrs = _inspect(_client(), name)
     if attrs is None:
         return {"result": True, "changes": {}, "comment": f"{name} is not on this node"}
-    if not is_managed(attrs):
+    if not is_managed(_client(), attrs):
         return _failure(f"a container named {name!r} exists but is not managed by ccc-salt; not touching it")
     if not test:
         _stop_and_remove(_client(), attrs)
@@ -947,7 +1149,9 @@ def remove(name, test=False):
 
 def remove_orphans(test=False):
     """
-    Remove ccc-salt containers whose STACK_NAME is gone from pillar.
+    Remove ccc-salt containers whose STACK_NAME is gone from pillar, within the guard of
+    ``orphan_refusal`` (share ``ccc:cluster:orphans:max_share``; run-time pillar
+    ``ccc_force_orphans`` lifts it; pillar render errors always refuse).
 
     CLI Example:
 
@@ -955,52 +1159,12 @@ def remove_orphans(test=False):
 
         salt-call ccc_docker.remove_orphans test=True
     """
-    known = {e.get("STACK_NAME") for e in _ccc().get("containers") or [] if isinstance(e, dict)}
-    return remove_orphans_from(_client(), known, test=test)
-
-
-def ensure_host_keys(keys_dir, test=False):
-    """
-    Generate the SSH host keys the containers of this node share, where none exist yet.
-
-    The directory is root-only (0700) and each private key 0600: the containers mount it
-    read-only, so users never get to write or replace them. The sshd role installs one
-    cluster-wide key set at the same place; existing keys are never touched. Returns the key
-    types generated (or that would be).
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt-call ccc_docker.sshd_host_keys test=True
-    """
-    missing = [kind for kind in ("rsa", "ecdsa", "ed25519")
-               if not os.path.exists(os.path.join(keys_dir, f"ssh_host_{kind}_key"))]
-    if test or not missing:
-        return missing
-    os.makedirs(keys_dir, mode=0o700, exist_ok=True)
-    os.chmod(keys_dir, 0o700)
-    for kind in missing:
-        path = os.path.join(keys_dir, f"ssh_host_{kind}_key")
-        subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", f"ccc-salt {kind} host key", "-f", path],
-                       check=True, capture_output=True, timeout=120)
-        os.chmod(path, 0o600)
-    return missing
-
-
-def sshd_host_keys(test=False):
-    """
-    Make sure this node has the SSH host keys its containers mount at ``/home/.sshd/keys``.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt-call ccc_docker.sshd_host_keys test=True
-    """
-    cluster = ccc_containers.cluster_settings(_ccc())
-    keys_dir = os.path.join(cluster["mount_points"]["local"]["sshd_data"], ".sshd", "keys")
-    return ensure_host_keys(keys_dir, test=test)
+    ccc = _ccc()
+    known = {e.get("STACK_NAME") for e in ccc.get("containers") or [] if isinstance(e, dict)}
+    max_share = (ccc_containers.cluster_settings(ccc).get("orphans") or {}).get("max_share")
+    return remove_orphans_from(_client(), known, test=test, max_share=max_share,
+                               force=ccc_settings.truthy(__pillar__.get("ccc_force_orphans")),
+                               pillar_errors=__pillar__.get("_errors"))
 
 
 def private_mounts(test=False):
@@ -1015,8 +1179,10 @@ def private_mounts(test=False):
     """
     ccc = _ccc()
     cluster = ccc_containers.cluster_settings(ccc)
-    stacks = [stack for stack, summary in managed_containers(_client()).items() if summary.get("State") == "running"]
-    return reconcile_private_mounts(cluster, ccc_containers.wanted_private_mounts(ccc, stacks), test=test)
+    client = _client()
+    stacks = [stack for stack, summary in managed_containers(client).items() if summary.get("State") == "running"]
+    return reconcile_private_mounts(client, cluster, _node(ccc)["binds_dir"],
+                                    ccc_containers.wanted_private_mounts(ccc, stacks), test=test)
 
 
 def network_present(name, test=False):

@@ -25,15 +25,27 @@ except ImportError:  # pragma: no cover - reported by __virtual__
 __virtualname__ = "ccc_settings"
 
 MAX_SETTINGS_BYTES = 64 * 1024
+# Bounds checked before any schema validation, so a hostile file costs milliseconds: jsonschema
+# validates (and reports) every item of an oversized list, and uniqueItems is quadratic.
+MAX_VALUES = 1024  # keys, scalars, lists and mappings in the whole file (a full file has ~400)
+MAX_DEPTH = 8  # nested lists/mappings, the top level included (settings need 5)
+MAX_PROBLEMS = 5  # problems reported per file; the rest are counted
+QUOTE_CHARS = 80  # characters of a user's value quoted in a message
 NO_CONTROL_CHARS = r"^[^\x00-\x1f\x7f]*$"
 USER_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
 SUBDOMAIN_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 NODE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,62})$"
 PACKAGE_LIST_PATTERN = r"^([a-z0-9][a-z0-9+.:=~_-]{0,127}( [a-z0-9][a-z0-9+.:=~_-]{0,127})*)?$"
 KEY_URL_LIST_PATTERN = r"^(https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?(,https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?)*)?$"
+# apt sources: https or ppa only, and only options that keep apt's signature checks on
+# (trusted=, allow-insecure=, allow-weak=, allow-downgrade-to-insecure= turn them off).
+SOURCE_SCHEMES = ("https", "ppa")
+SOURCE_OPTIONS = ("arch", "lang", "target", "signed-by", "pdiffs", "by-hash")
+INSECURE_SOURCE_OPTIONS = ("trusted", "allow-insecure", "allow-weak", "allow-downgrade-to-insecure")
+_SOURCE_OPTION = rf"({'|'.join(SOURCE_OPTIONS)})[+-]?=[A-Za-z0-9_./-]+"
 SOURCE_ENTRY = (
     r"(ppa:[A-Za-z0-9.+_-]+/[A-Za-z0-9.+_-]+"
-    r"|(deb (\[[A-Za-z0-9=_./ -]+\] )?)?https?://[A-Za-z0-9.:/_~%+-]+( [A-Za-z0-9._/-]+)*)"
+    rf"|(deb (\[{_SOURCE_OPTION}( {_SOURCE_OPTION})*\] )?)?https://[A-Za-z0-9.:/_~%+-]+( [A-Za-z0-9._/-]+)*)"
 )
 SOURCE_LIST_PATTERN = rf"^({SOURCE_ENTRY}(,{SOURCE_ENTRY})*)?$"
 IMAGE_PATTERN = (
@@ -77,12 +89,13 @@ ADMIN_ONLY_KEYS = (
     "DISABLED",
     "PURGE_USER_DATA",
     "EXTRA_ENVS",
+    "HARDENING",
 )
 
 _PORT = {
     "oneOf": [
         {"type": "integer", "minimum": 1, "maximum": 65535},
-        {"type": "string", "pattern": r"^[1-9][0-9]{0,4}$"},
+        {"type": "string", "maxLength": 5, "pattern": r"^[1-9][0-9]{0,4}$"},
     ]
 }
 _BOOL_OR_WORD = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false", "True", "False", "1", "0"]}]}
@@ -104,7 +117,7 @@ USER_SETTINGS_SCHEMA = {
             },
             "DEPLOYMENT_NODES": {
                 "type": "array", "maxItems": 64, "uniqueItems": True,
-                "items": {"type": "string", "pattern": NODE_NAME_PATTERN},
+                "items": {"type": "string", "maxLength": 63, "pattern": NODE_NAME_PATTERN},
                 "description": "Nodes to run on; each must be one you are allowed to use.",
             },
             "INSTALL_PACKAGES": {
@@ -117,7 +130,10 @@ USER_SETTINGS_SCHEMA = {
             },
             "INSTALL_REPOSITORY_SOURCES": {
                 "type": "string", "maxLength": 4096, "pattern": SOURCE_LIST_PATTERN,
-                "description": "Comma-separated apt sources (ppa:owner/name or 'deb URL suite comp').",
+                "description": (
+                    "Comma-separated apt sources: ppa:owner/name or 'deb [options] https://URL suite comp'; "
+                    "https only, options " + ", ".join(f"{o}=" for o in SOURCE_OPTIONS) + " only."
+                ),
             },
             "SHM_SIZE": {
                 "oneOf": [
@@ -126,13 +142,13 @@ USER_SETTINGS_SCHEMA = {
                 ],
                 "description": "Size of /dev/shm, e.g. 8g; at most the cluster maximum.",
             },
-            "USER_NAME": {"type": "string", "pattern": USER_NAME_PATTERN, "description": "Linux user name."},
+            "USER_NAME": {"type": "string", "maxLength": 32, "pattern": USER_NAME_PATTERN, "description": "Linux user name."},
             "USER_PUBKEY": {
                 "type": "string", "maxLength": 16384,
                 "description": "OpenSSH public keys, one per line.",
             },
             "USER_PUBKEY_FROM_GITHUB": {
-                "type": "string", "pattern": GITHUB_LOGIN_PATTERN,
+                "type": "string", "maxLength": 39, "pattern": GITHUB_LOGIN_PATTERN,
                 "description": "GitHub login whose public keys are added.",
             },
             "USE_HOST_TIMEDATE": {"type": "boolean", "description": "Use the node's time zone."},
@@ -150,9 +166,9 @@ USER_SETTINGS_SCHEMA = {
                             "required": ["port", "subdomain"],
                             "properties": {
                                 "port": _PORT,
-                                "subdomain": {"type": "string", "pattern": SUBDOMAIN_PATTERN},
+                                "subdomain": {"type": "string", "maxLength": 63, "pattern": SUBDOMAIN_PATTERN},
                                 "pass": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": NO_CONTROL_CHARS},
-                                "user": {"type": "string", "pattern": USER_NAME_PATTERN},
+                                "user": {"type": "string", "maxLength": 32, "pattern": USER_NAME_PATTERN},
                                 "health_check": _BOOL_OR_WORD,
                                 "https_without_pass": {"type": "boolean"},
                                 "subdomain_hostname_prefix": {"type": "boolean"},
@@ -182,16 +198,54 @@ class SettingsError(Exception):
     """The settings file could not be read or parsed; the message is meant for the user."""
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """Safe loader that refuses YAML anchors/aliases, so a tiny file cannot expand to gigabytes."""
+# libyaml parses a 64 KiB file ~7x faster than pure Python; both are safe loaders.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "YAML aliases (*name) are not allowed in settings files", event.start_mark
-            )
-        return super().compose_node(parent, index)
+
+def _where(mark):
+    return f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+
+
+def _check_yaml_events(text):
+    """
+    Refuse, from the parser's events and before anything is built, what makes a small file
+    expensive: aliases (a tiny file expanding to gigabytes), deep nesting and more than
+    ``MAX_VALUES`` values. Stops at the first excess, so the rest of the file is never parsed.
+    """
+    try:
+        _walk_yaml_events(yaml.parse(text, Loader=_LOADER))
+    except yaml.YAMLError as exc:
+        # libyaml's own nesting limit (1000 levels), met while it looks ahead in "[[[[...".
+        if "nesting depth" in str(getattr(exc, "problem", "")):
+            raise SettingsError(_too_deep(getattr(exc, "problem_mark", None))) from None
+        raise
+
+
+def _too_deep(mark):
+    return (
+        "the file is not valid here: its lists or mappings are nested too deeply"
+        f" (more than {MAX_DEPTH} levels){_where(mark)}"
+    )
+
+
+def _walk_yaml_events(events):
+    depth = values = 0
+    for event in events:
+        if isinstance(event, yaml.AliasEvent):
+            raise SettingsError(f"YAML aliases (*name) are not allowed in settings files{_where(event.start_mark)}")
+        if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+            values += 1
+            if values > MAX_VALUES:
+                raise SettingsError(
+                    f"the file holds more than {MAX_VALUES} values (keys, list items and settings)"
+                    f"{_where(event.start_mark)}; settings files are short"
+                )
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise SettingsError(_too_deep(event.start_mark))
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def read_settings_file(path, max_bytes=MAX_SETTINGS_BYTES):
@@ -221,22 +275,29 @@ def read_settings_file(path, max_bytes=MAX_SETTINGS_BYTES):
                 f"the folder {os.path.basename(folder)} is a symbolic link; it must be a real folder"
             ) from None
         raise SettingsError(f"the folder of {name} cannot be read ({os.strerror(exc.errno)})") from None
+    # O_PATH first: it never opens a device (a planted watchdog node must not be opened by
+    # root) and never blocks on a FIFO; only a regular file is then re-opened for reading,
+    # through /proc/self/fd, so it is the very inode that was checked.
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+        path_fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise SettingsError(f"{name} is a symbolic link; it must be a regular file") from None
         raise SettingsError(f"{name} cannot be read ({os.strerror(exc.errno)})") from None
     finally:
         os.close(dir_fd)
     try:
-        info = os.fstat(fd)
+        info = os.fstat(path_fd)
+        if stat.S_ISLNK(info.st_mode):
+            raise SettingsError(f"{name} is a symbolic link; it must be a regular file")
         if not stat.S_ISREG(info.st_mode):
             raise SettingsError(f"{name} is not a regular file")
         if info.st_size > max_bytes:
             raise SettingsError(f"{name} is {info.st_size} bytes; the limit is {max_bytes} bytes")
+        fd = os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    finally:
+        os.close(path_fd)
+    try:
         data = os.read(fd, max_bytes + 1)
     finally:
         os.close(fd)
@@ -252,8 +313,8 @@ def parse_settings_text(text, stack_name):
     """
     Parse settings text and return the mapping under ``stack_name`` (``{}`` when absent or empty).
 
-    Raises ``SettingsError`` for YAML errors, aliases, a top level that is not a mapping, or
-    other top-level keys.
+    Raises ``SettingsError`` for YAML errors, aliases, too many values, deep nesting, a top
+    level that is not a mapping, or other top-level keys.
 
     CLI Example:
 
@@ -262,42 +323,56 @@ def parse_settings_text(text, stack_name):
         salt-call ccc_settings.parse_settings_text 'box: {SHM_SIZE: 4g}' box
     """
     try:
-        document = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - safe loader subclass
+        _check_yaml_events(text)
+        document = yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SettingsError(f"the file is not valid YAML{where}: {problem}") from None
-    except RecursionError:
-        raise SettingsError("the file is not valid here: its lists or mappings are nested too deeply") from None
+        raise SettingsError(f"the file is not valid YAML{_where(mark)}: {_clip(problem)}") from None
+    except (ValueError, OverflowError) as exc:  # int("1" * 5000), a timestamp such as 2001-13-45
+        raise SettingsError(f"the file is not valid YAML: a value cannot be read ({_clip(str(exc))})") from None
     if document is None:
         return {}
     if not isinstance(document, dict):
         raise SettingsError(f"the file must be a mapping with the single key '{stack_name}:'")
-    others = [str(key) for key in document if key != stack_name]
+    others = [key for key in document if key != stack_name]
     if others:
         raise SettingsError(
-            f"only the key '{stack_name}:' may appear at the top level; found {', '.join(sorted(others)[:5])}"
+            f"only the key '{stack_name}:' may appear at the top level; found "
+            + ", ".join(quote_value(key) for key in sorted(others, key=str)[:MAX_PROBLEMS])
+            + (f" and {len(others) - MAX_PROBLEMS} more" if len(others) > MAX_PROBLEMS else "")
         )
     section = document.get(stack_name)
     return {} if section is None else section
 
 
 def _schema_messages(section, stack_name):
-    validator = _validator()
+    """Schema problems in plain words; every user value is quoted by ``quote_value`` (jsonschema's
+    own messages repeat whole values). Runs after ``_shape_problems``, so there are few."""
     messages = []
-    for error in sorted(validator.iter_errors({stack_name: section}), key=lambda e: list(e.path)):
+    for error in sorted(_validator().iter_errors({stack_name: section}), key=lambda e: list(e.path)):
         path = ".".join(str(p) for p in list(error.path)[1:]) or stack_name
+        shown = quote_value(error.instance)
         if error.validator == "pattern":
-            messages.append(f"{path}: the value {_short(error.instance)} is not allowed here")
-        elif error.validator == "oneOf":
-            messages.append(f"{path}: the value {_short(error.instance)} has the wrong type or form")
+            messages.append(f"{path}: the value {shown} is not allowed here")
+        elif error.validator in ("oneOf", "enum", "minimum", "maximum"):
+            messages.append(f"{path}: the value {shown} has the wrong type or form")
         elif error.validator == "additionalProperties":
-            messages.append(f"{path}: {error.message}")
+            extra = [key for key in error.instance if key not in error.schema.get("properties", {})]
+            names = ", ".join(quote_value(key) for key in extra[:MAX_PROBLEMS])
+            names += f" and {len(extra) - MAX_PROBLEMS} more" if len(extra) > MAX_PROBLEMS else ""
+            verb = "was" if len(extra) == 1 else "were"
+            messages.append(f"{path}: Additional properties are not allowed ({names} {verb} unexpected)")
         elif error.validator == "type":
-            messages.append(f"{path}: expected {error.validator_value}, got {_short(error.instance)}")
+            messages.append(f"{path}: expected {error.validator_value}, got {shown}")
+        elif error.validator == "required":
+            messages.append(f"{path}: {error.message}")  # names a schema property, not user data
+        elif error.validator == "uniqueItems":
+            messages.append(f"{path}: the list has repeated items")
+        elif error.validator in ("minLength", "maxLength", "maxItems"):
+            messages.append(f"{path}: the value {shown} is too {'short' if error.validator == 'minLength' else 'long'}")
         else:
-            messages.append(f"{path}: {error.message}")
+            messages.append(f"{path}: the value {shown} breaks the rule {error.validator}={error.validator_value!r}")
     return messages
 
 
@@ -311,9 +386,45 @@ def _validator():
     return _VALIDATOR[0]
 
 
-def _short(value, limit=60):
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+def _clip(text, limit=QUOTE_CHARS):
+    """``text`` cut to ``limit`` characters, then "…" and its length (``quote_value``'s format)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def quote_value(value, limit=QUOTE_CHARS):
+    """
+    Quote a user's value for a message: its ``repr``, at most ``limit`` characters of the value,
+    then "…" and the full length. Every message that echoes a user's value goes through this, so
+    a hostile value never makes a message (or the ``.deploy`` report) large.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_settings.quote_value "$(printf 'x%.0s' {1..500})"
+    """
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else f"{value[:limit]!r}… ({len(value)} characters)"
+    return _clip(repr(value), limit)
+
+
+def cap_problems(problems, limit=MAX_PROBLEMS):
+    """
+    The first ``limit`` problems, then "… and N more problems": a file with thousands of
+    mistakes gets a short, readable report.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_settings.cap_problems '["a", "b", "c"]' 2
+    """
+    problems = list(problems)
+    if len(problems) <= limit:
+        return problems
+    return problems[:limit] + [f"… and {len(problems) - limit} more problems"]
 
 
 def parse_size(value):
@@ -327,12 +438,12 @@ def parse_size(value):
         salt-call ccc_settings.parse_size 8g
     """
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a size")
+        raise ValueError(f"{quote_value(value)} is not a size")
     if isinstance(value, int):
         return value
     match = re.match(SIZE_PATTERN, str(value).strip())
     if not match:
-        raise ValueError(f"{value!r} is not a size such as 2g or 512m")
+        raise ValueError(f"{quote_value(value)} is not a size such as 2g or 512m")
     number = float(re.match(r"[0-9.]+", value.strip()).group())
     unit = (match.group(2) or "b")[0].lower()
     return int(number * 1024 ** "bkmgt".index(unit))
@@ -385,8 +496,9 @@ def validate_user_settings(section, stack_name, rules):
     ``rules`` holds: ``allowed_nodes`` (list), ``cluster_nodes`` (list), ``image_prefixes``
     (list), ``shm_size_max`` (bytes), ``reserved_subdomains`` (list of names, ``{node}`` already
     expanded), ``taken_subdomains`` (dict subdomain -> other STACK_NAME); a rule left out is
-    not checked. Returns a list of
-    plain-language problems; an empty list means the section may be applied.
+    not checked. Returns a list of plain-language problems, at most ``MAX_PROBLEMS`` and a
+    count of the rest; an empty list means the section may be applied. The cheap checks run
+    first and the schema only sees bounded input, so any file costs milliseconds.
 
     CLI Example:
 
@@ -395,31 +507,39 @@ def validate_user_settings(section, stack_name, rules):
         salt-call ccc_settings.validate_user_settings '{"SHM_SIZE": "4g"}' box '{"allowed_nodes": ["node1"]}'
     """
     if not isinstance(section, dict):
-        return [f"'{stack_name}:' must contain settings (KEY: value lines), not {_short(section)}"]
+        return [f"'{stack_name}:' must contain settings (KEY: value lines), not {quote_value(section)}"]
+    steps = (
+        lambda: _key_problems(section),
+        lambda: _shape_problems(section, USER_SETTINGS_SCHEMA["additionalProperties"], ""),
+        lambda: _source_problems(section.get("INSTALL_REPOSITORY_SOURCES")),
+        lambda: _schema_messages(section, stack_name),
+        lambda: _rule_problems(section, rules),
+    )
+    for step in steps:  # each step relies on the ones before it having found nothing
+        problems = step()
+        if problems:
+            return cap_problems(problems)
+    return []
+
+
+def _key_problems(section):
     problems = []
     for key in section:
         if key in ADMIN_ONLY_KEYS:
             problems.append(f"{key} can only be set by the cluster administrators")
         elif key not in USER_SETTABLE_KEYS:
-            problems.append(f"{_short(key)} is not a setting you can change")
-    if problems:
-        return problems
-    # JSON-schema patterns end in "$", which Python also matches before a final newline; so
-    # control characters are refused here, once, for every value (USER_PUBKEY is checked per line).
-    problems.extend(_control_character_problems(
-        {key: value for key, value in section.items() if key != "USER_PUBKEY"}, ""
-    ))
-    if problems:
-        return problems
-    problems.extend(_schema_messages(section, stack_name))
-    if problems:
-        return problems
+            problems.append(f"{quote_value(key)} is not a setting you can change")
+    return problems
 
+
+def _rule_problems(section, rules):
+    """The cluster's rules for a section that passed the schema."""
+    problems = []
     allowed_nodes = rules.get("allowed_nodes")
     for node in section.get("DEPLOYMENT_NODES", []) or []:
         if allowed_nodes is not None and node not in allowed_nodes:
             problems.append(
-                f"DEPLOYMENT_NODES: you may not use node {node!r}; allowed: {', '.join(allowed_nodes) or 'none'}"
+                f"DEPLOYMENT_NODES: you may not use node {quote_value(node)}; allowed: {', '.join(allowed_nodes) or 'none'}"
             )
     if "DEPLOYMENT_NODES" in section and not section["DEPLOYMENT_NODES"]:
         problems.append("DEPLOYMENT_NODES: list at least one node (remove the key to use your default nodes)")
@@ -428,17 +548,19 @@ def validate_user_settings(section, stack_name, rules):
     prefixes = rules.get("image_prefixes")
     if image is not None and prefixes is not None and not any(image.startswith(prefix) for prefix in prefixes):
         problems.append(
-            f"CONTAINER_IMAGE: {image!r} is not allowed; images must start with one of: {', '.join(prefixes)}"
+            f"CONTAINER_IMAGE: {quote_value(image)} is not allowed; images must start with one of: {', '.join(prefixes)}"
         )
 
     if "SHM_SIZE" in section:
         size = parse_size(section["SHM_SIZE"])
         maximum = rules.get("shm_size_max")
         if maximum and size > maximum:
-            problems.append(f"SHM_SIZE: {section['SHM_SIZE']} is more than the cluster maximum of {format_size(maximum)}")
+            problems.append(
+                f"SHM_SIZE: {quote_value(section['SHM_SIZE'])} is more than the cluster maximum of {format_size(maximum)}"
+            )
 
     if section.get("USER_NAME") in RESERVED_USER_NAMES:
-        problems.append(f"USER_NAME: {section['USER_NAME']!r} is reserved for the system")
+        problems.append(f"USER_NAME: {quote_value(section['USER_NAME'])} is reserved for the system")
     if "USER_PUBKEY" in section:
         problems.extend(check_pubkeys(section["USER_PUBKEY"]))
 
@@ -447,18 +569,75 @@ def validate_user_settings(section, stack_name, rules):
 
 
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+_MULTILINE_KEYS = ("USER_PUBKEY",)  # checked line by line by check_pubkeys
+_JSON_TYPES = (  # bool before int: True is an int in Python, a boolean in JSON
+    (bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"), (list, "array"), (dict, "object"),
+)
 
 
-def _control_character_problems(value, path):
-    if isinstance(value, str):
-        if _CONTROL_CHARS.search(value):
-            return [f"{path}: control characters (newlines, tabs, escapes) are not allowed in {_short(value)}"]
-        return []
-    if isinstance(value, dict):
-        return [p for key, item in value.items() for p in _control_character_problems(item, f"{path}.{key}".lstrip("."))]
-    if isinstance(value, list):
-        return [p for index, item in enumerate(value) for p in _control_character_problems(item, f"{path}.{index}")]
+def _shape_problems(value, schema, path):
+    """
+    The sizes the schema allows (``maxItems``, ``maxLength``) and control characters, checked by
+    one walk along the schema before jsonschema runs: jsonschema validates and reports every
+    item of an oversized list (``uniqueItems`` is quadratic), this walk refuses the list without
+    looking inside. Keys the schema does not know are not entered; the schema refuses them.
+    Control characters are refused here because JSON-schema patterns end in "$", which Python
+    also matches before a final newline.
+    """
+    kind = next((name for cls, name in _JSON_TYPES if isinstance(value, cls)), None)
+    schema = next((branch for branch in schema.get("oneOf", ()) if branch.get("type") == kind), schema)
+    if kind == "string":
+        if len(value) > schema.get("maxLength", len(value)):
+            return [f"{path}: the value {quote_value(value)} is too long (at most {schema['maxLength']} characters)"]
+        if path not in _MULTILINE_KEYS and _CONTROL_CHARS.search(value):
+            return [f"{path}: control characters (newlines, tabs, escapes) are not allowed in {quote_value(value)}"]
+    elif kind == "array":
+        if len(value) > schema.get("maxItems", len(value)):
+            return [f"{path}: the list is too long ({len(value)} items; at most {schema['maxItems']})"]
+        return [p for index, item in enumerate(value) for p in _shape_problems(item, schema.get("items", {}), f"{path}.{index}")]
+    elif kind == "object":
+        known, extra = schema.get("properties", {}), schema.get("additionalProperties")
+        return [
+            p for key, item in value.items() if key in known or isinstance(extra, dict)
+            for p in _shape_problems(item, known.get(key, extra), f"{path}.{key}".lstrip("."))
+        ]
     return []
+
+
+_SOURCE_HEAD = re.compile(r"^(deb\s+(\[(?P<options>[^\]]*)\]\s+)?)?(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
+
+
+def _source_problems(sources):
+    """
+    Why apt sources break the repository policy, in the words a pattern cannot give: apt must
+    keep checking signatures (only ``SOURCE_OPTIONS``; ``trusted=yes`` and the ``allow-*``
+    options turn the checks off) and sources are https:// or ppa: (plain http:// can be altered
+    on the way). The schema's pattern, built from the same constants, refuses them too.
+    """
+    if not isinstance(sources, str):
+        return []
+    problems = []
+    for entry in sources.split(","):
+        head = _SOURCE_HEAD.match(entry.strip())
+        if head is None:
+            continue  # not shaped like a source: the schema says so
+        for option in (head.group("options") or "").split():
+            name = re.split(r"[+-]?=", option, maxsplit=1)[0]
+            if name.lower() in INSECURE_SOURCE_OPTIONS:
+                problems.append(
+                    f"INSTALL_REPOSITORY_SOURCES: the option {quote_value(option)} turns off apt's signature checks; it is not allowed"
+                )
+            elif name not in SOURCE_OPTIONS:
+                problems.append(
+                    f"INSTALL_REPOSITORY_SOURCES: the option {quote_value(option)} is not allowed; "
+                    f"allowed: {', '.join(o + '=' for o in SOURCE_OPTIONS)}"
+                )
+        if head.group("scheme").lower() not in SOURCE_SCHEMES:
+            problems.append(
+                f"INSTALL_REPOSITORY_SOURCES: the source {quote_value(entry.strip())} is not allowed; "
+                "sources must be https:// URLs or ppa:owner/name (plain http:// is refused)"
+            )
+    return problems
 
 
 def _check_frp_ports(frp_ports, rules):
@@ -471,22 +650,23 @@ def _check_frp_ports(frp_ports, rules):
     seen = set()
     for entry in frp_ports.get("HTTP", []) or []:
         subdomain = entry["subdomain"]
+        quoted = quote_value(subdomain)
         if subdomain in seen:
-            problems.append(f"FRP_PORTS.HTTP: subdomain {subdomain!r} is listed twice")
+            problems.append(f"FRP_PORTS.HTTP: subdomain {quoted} is listed twice")
         seen.add(subdomain)
         prefix = entry.get("subdomain_hostname_prefix", True)
         names = effective_subdomains(subdomain, prefix, nodes) + [subdomain]
         for name in names:
             if name in reserved:
-                problems.append(f"FRP_PORTS.HTTP: subdomain {name!r} is reserved for cluster services")
+                problems.append(f"FRP_PORTS.HTTP: subdomain {quote_value(name)} is reserved for cluster services")
                 break
         # ``taken`` holds raw and node-prefixed names, so "node1-x" unprefixed clashes with "x" prefixed.
         clash = next((name for name in [subdomain] + names if name in taken), None)
         if clash is not None:
-            shown = repr(subdomain) if clash == subdomain else f"{subdomain!r} (as {clash!r})"
+            shown = quoted if clash == subdomain else f"{quoted} (as {quote_value(clash)})"
             problems.append(f"FRP_PORTS.HTTP: subdomain {shown} is already used by another container")
         if entry.get("https_without_pass") and "pass" in entry:
-            problems.append(f"FRP_PORTS.HTTP: 'pass' has no effect together with https_without_pass ({subdomain!r})")
+            problems.append(f"FRP_PORTS.HTTP: 'pass' has no effect together with https_without_pass ({quoted})")
     return problems
 
 

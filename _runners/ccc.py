@@ -1,14 +1,29 @@
 """
-Master-side ccc-salt helpers (runner ``ccc``), used by the reactor.
+Master-side ccc-salt helpers (runner ``ccc``), used by the reactor and the master's schedule.
 
 A settings edit must be applied on every node where its container may run: the node it leaves
 removes it and the node it moves to starts it. Which nodes those are follows from pillar
 (``ccc_containers.allowed_nodes``); the master reads it from its cache of the minions' pillar, so
 reacting costs no pillar compilation.
+
+Edits are coalesced per stack, so saving often cannot grow the nodes' state queues: while a
+stack's job is queued or running, further edits only mark the stack pending, and ``ccc.flush``
+(run every few seconds by the master's schedule, see ``scripts/master_config.py``) applies it
+once that job has returned from every minion that still has it (or timed out). A per-user rate limit
+bounds the redeploys of users who save very often (applies that changed nothing, such as one
+edit seen by several nodes' beacons, do not count); a held-back apply tells the user why in
+``<STACK>.deploy``. The record is one JSON file under the master's cachedir, read and changed
+only under an fcntl lock: reactor worker threads and the schedule run these concurrently, and
+per-user counts span stacks.
 """
 
+import contextlib
+import fcntl
+import json
+import logging
 import os
 import sys
+import time
 
 import salt.client
 import salt.utils.master
@@ -17,6 +32,19 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 import ccc_containers  # noqa: E402  (the repository's _modules/, beside this _runners/)
 
 __virtualname__ = "ccc"
+log = logging.getLogger(__name__)
+
+# Master config ``ccc_redeploy`` overrides these: at most ``max_applies`` applies per user per
+# ``window`` seconds; a job not returned by all its minions after ``job_timeout`` s counts as ended.
+REDEPLOY_DEFAULTS = {"max_applies": 6, "window": 60, "job_timeout": 300}
+NOTICE_LIMIT = 300
+# A minion that has not returned a job PROBE_AFTER s after its publish is asked whether it still
+# runs or queues it (saltutil.find_job, which sees the 3008 state queue; asked asynchronously, the
+# answers are read PROBE_WAIT s later). One that does not answer (down) or no longer has the job
+# (it restarted, say) will not return it and counts as done; a minion that starts reconciles all
+# of its containers anyway.
+PROBE_AFTER = 10
+PROBE_WAIT = 2
 
 
 def __virtual__():
@@ -42,6 +70,80 @@ def targets_for(pillars, stack):
     return targets
 
 
+def _user_for(pillars, stack):
+    """The USER_EMAIL of ``stack`` in any minion's pillar (``None`` when no pillar has the stack)."""
+    for _, pillar in sorted((pillars or {}).items()):
+        for entry in ccc_containers.pillar_ccc(pillar).get("containers") or []:
+            if isinstance(entry, dict) and entry.get("STACK_NAME") == stack and entry.get("USER_EMAIL"):
+                return str(entry["USER_EMAIL"])
+    return None
+
+
+def _limits(opts):
+    """The redeploy limits: master config ``ccc_redeploy`` over ``REDEPLOY_DEFAULTS`` (bad values ignored)."""
+    given = (opts or {}).get("ccc_redeploy")
+    limits = dict(REDEPLOY_DEFAULTS)
+    for key in limits:
+        value = given.get(key) if isinstance(given, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            limits[key] = value
+    return limits
+
+
+def _decide(entry, applies, done, now, limits):
+    """
+    The next step for one stack; pure (record, clock and job returns are arguments) so that
+    coalescing and the rate limit are tested with a fake clock.
+
+    ``entry`` is the stack's record (``jid``, ``targets``, ``started``, ``pending``,
+    ``held_since``), ``applies`` the times of its user's applies (all stacks), ``done`` the
+    minions that returned ``entry["jid"]`` or will not. Returns ``(action, entry)``, a new entry:
+    ``wait`` (a job is queued or running; an edit stays pending), ``hold`` (over the user's rate
+    limit), ``apply`` (publish now) or ``idle`` (nothing in flight or pending: forget the stack).
+    """
+    entry = dict(entry or {})
+    if entry.get("jid"):
+        finished = set(entry.get("targets") or ()) <= set(done or ())
+        if not finished and now - (entry.get("started") or 0) < limits["job_timeout"]:
+            return "wait", entry
+        entry.update(jid=None, targets=[], started=None)
+        for key in ("probe", "probed", "gone"):
+            entry.pop(key, None)
+    if not entry.get("pending"):
+        return "idle", entry
+    recent = [when for when in applies or () if now - when < limits["window"]]
+    if len(recent) >= limits["max_applies"]:
+        if entry.get("held_since") is None:
+            entry["held_since"] = now
+        return "hold", entry
+    return "apply", entry
+
+
+def _notice_for(entry, now, limits):
+    """What the user reads in ``<STACK>.deploy`` when an apply was held back by the rate limit."""
+    if entry.get("held_since") is None:
+        return None
+    waited = max(0, round(now - entry["held_since"]))
+    text = (f"Saved often: redeploys are limited to {limits['max_applies']} per {limits['window']} s per user, "
+            f"so this one waited {waited} s; it applies the settings saved last.")
+    return text[:NOTICE_LIMIT]
+
+
+def _noop(returns, stack):
+    """Whether a finished job changed nothing: every minion that returned ran the stack's state
+    cleanly without changes (the same edit seen by another node's beacon, say). Such an apply is
+    not counted against the user's rate limit."""
+    key = f"ccc_container_|-ccc-container-{stack}_|-{stack}_|-running"
+    if not returns:
+        return False
+    for data in returns.values():
+        ret = data.get("ret") if isinstance(data, dict) else None
+        state = ret.get(key) if isinstance(ret, dict) else None
+        if not isinstance(state, dict) or state.get("result") is not True or state.get("changes"):
+            return False
+    return True
+
+
 def _cached_pillars():
     util = salt.utils.master.MasterPillarUtil(
         "*", "glob", use_cached_grains=True, grains_fallback=False,
@@ -63,10 +165,135 @@ def targets(stack):
     return targets_for(_cached_pillars(), stack)
 
 
+@contextlib.contextmanager
+def _record():
+    """The redeploy record ``{"stacks": {stack: entry}, "users": {email: [apply times]}}``, locked;
+    written back (atomically) when changed, also when the caller failed half-way (a pending mark
+    must not be lost). An unreadable record starts over: the worst is one extra apply."""
+    root = os.path.join(__opts__["cachedir"], "ccc-redeploy")
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    path = os.path.join(root, "record.json")
+    with open(os.path.join(root, "lock"), "a", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                record = json.load(handle)
+        except (OSError, ValueError):
+            record = {}
+        if not isinstance(record, dict):
+            record = {}
+        for key in ("stacks", "users"):
+            record[key] = record.get(key) if isinstance(record.get(key), dict) else {}
+        before = json.dumps(record, sort_keys=True)
+        try:
+            yield record
+        finally:
+            if json.dumps(record, sort_keys=True) != before:
+                with open(path + ".tmp", "w", encoding="utf-8") as handle:
+                    json.dump(record, handle, sort_keys=True)
+                os.replace(path + ".tmp", path)
+
+
+class _Master:
+    """Lazy access to the master's pillar cache, job cache and publisher (each only when needed)."""
+
+    def __init__(self):
+        self._pillars = None
+        self._client = None
+
+    def pillars(self):
+        if self._pillars is None:
+            self._pillars = _cached_pillars()
+        return self._pillars
+
+    def client(self):
+        if self._client is None:
+            self._client = salt.client.get_local_client(__opts__["conf_file"])
+        return self._client
+
+    def returns(self, jid):
+        """The returns of ``jid`` in the master's job cache, by minion."""
+        return self.client().get_cache_returns(jid)
+
+    def find_job(self, minions, jid):
+        return (self.client().run_job(minions, "saltutil.find_job", arg=[jid], tgt_type="list") or {}).get("jid")
+
+    def publish(self, stack, minions, notice):
+        pillar = {"containers": stack}
+        if notice:
+            pillar["ccc_notice"] = {stack: notice}
+        try:
+            pub = self.client().run_job(
+                minions, "state.apply", arg=["containers"], tgt_type="list",
+                kwarg={"queue": True, "pillar": pillar},
+            )
+        except Exception as exc:  # noqa: BLE001 - the stack stays pending; the next flush retries
+            log.warning("ccc: could not publish the redeploy of %s: %s", stack, exc)
+            pub = None
+        return (pub or {}).get("jid"), sorted((pub or {}).get("minions") or minions)
+
+
+def _gone(entry, returned, now, master):
+    """The targets that will not return the entry's job (see ``PROBE_AFTER``); sends and reads probes."""
+    probe = entry.pop("probe", None)
+    if probe and now - probe["sent"] < PROBE_WAIT:
+        entry["probe"] = probe
+    elif probe and probe.get("jid"):
+        answers = master.returns(probe["jid"])
+        working = {minion for minion, data in answers.items() if isinstance(data, dict) and data.get("ret")}
+        entry["gone"] = sorted(set(entry.get("gone") or ()) | (set(probe["minions"]) - working))
+    missing = sorted(set(entry.get("targets") or ()) - set(returned) - set(entry.get("gone") or ()))
+    last = max(entry.get("started") or 0, entry.get("probed") or 0)
+    if missing and "probe" not in entry and now - last >= PROBE_AFTER:
+        entry["probe"] = {"jid": master.find_job(missing, entry["jid"]), "sent": now, "minions": missing}
+        entry["probed"] = now
+    return set(entry.get("gone") or ())
+
+
+def _advance(record, stack, now, limits, master):
+    """Decide for ``stack`` and act on it (publish, forget); returns what happened."""
+    before = record["stacks"].get(stack) or {}
+    entry, returns, done = dict(before), {}, set()
+    user = entry.get("user") or f"stack:{stack}"
+    if entry.get("jid"):
+        returns = master.returns(entry["jid"])
+        done = set(returns) | _gone(entry, returns, now, master)
+    action, entry = _decide(entry, record["users"].get(user), done, now, limits)
+    applies = record["users"].setdefault(user, [])
+    if before.get("jid") and not entry.get("jid") and _noop(returns, stack) and before.get("started") in applies:
+        applies.remove(before["started"])  # the job is over and changed nothing: not a redeploy
+    result = {"stack": stack, "action": action, "targets": entry.get("targets") or [], "jid": entry.get("jid")}
+    if action == "apply":
+        minions = targets_for(master.pillars(), stack)
+        if minions:
+            notice = _notice_for(entry, now, limits)
+            jid, minions = master.publish(stack, minions, notice)
+            applies.append(now)
+            entry.update(jid=jid or None, targets=minions, started=now, pending=not jid, held_since=None)
+            result.update(targets=minions, jid=jid, notice=notice)
+        else:
+            action = result["action"] = "idle"
+    if action == "idle":
+        record["stacks"].pop(stack, None)
+    else:
+        record["stacks"][stack] = entry
+    return result
+
+
+def _prune_users(record, now, limits):
+    for user, applies in list(record["users"].items()):
+        recent = [when for when in applies if isinstance(when, (int, float)) and now - when < limits["window"]]
+        if recent:
+            record["users"][user] = recent
+        else:
+            del record["users"][user]
+
+
 def redeploy(stack):
     """
-    Apply ``containers`` limited to ``stack`` on every minion where it may run (queued behind a
-    running state job, never failing because one runs).
+    Apply ``containers`` limited to ``stack`` on every minion where it may run: now, or (a job
+    for the stack still queued or running, or its user over the rate limit) by ``ccc.flush``
+    later. Applies are queued behind a running state job, never failing because one runs.
 
     CLI Example:
 
@@ -76,12 +303,44 @@ def redeploy(stack):
     """
     if not isinstance(stack, str) or not ccc_containers.STACK_NAME_PATTERN.match(stack):
         return {"stack": stack, "targets": [], "error": "not a STACK_NAME"}
-    minions = targets(stack)
-    if not minions:
+    master = _Master()
+    if not targets_for(master.pillars(), stack):
         return {"stack": stack, "targets": [], "jid": None}
-    client = salt.client.get_local_client(__opts__["conf_file"])
-    jid = client.cmd_async(
-        minions, "state.apply", arg=["containers"], tgt_type="list",
-        kwarg={"queue": True, "pillar": {"containers": stack}},
-    )
-    return {"stack": stack, "targets": minions, "jid": jid}
+    limits, now = _limits(__opts__), time.time()
+    with _record() as record:
+        record["stacks"].setdefault(stack, {}).update(pending=True, user=_user_for(master.pillars(), stack))
+        result = _advance(record, stack, now, limits, master)
+        _prune_users(record, now, limits)
+    return result
+
+
+def flush():
+    """
+    Apply the pending stacks whose job has ended and whose user is within the rate limit (the
+    master's schedule runs this every few seconds; see ``scripts/master_config.py``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.flush
+    """
+    master, limits, now = _Master(), _limits(__opts__), time.time()
+    with _record() as record:
+        actions = {stack: _advance(record, stack, now, limits, master)["action"] for stack in sorted(record["stacks"])}
+        _prune_users(record, now, limits)
+    return actions
+
+
+def redeploy_status():
+    """
+    Show the redeploy record: jobs in flight, pending stacks, recent applies per user, limits.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.redeploy_status
+    """
+    with _record() as record:
+        return dict(record, limits=_limits(__opts__))

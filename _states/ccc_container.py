@@ -54,18 +54,27 @@ def absent(name):
 def orphans_absent(name, enabled=True):
     """
     Remove ccc-salt containers whose STACK_NAME is no longer in pillar (data is kept).
+
+    Fails, removing nothing (test mode says so too), when the module's guard refuses: pillar
+    render errors, or more than ``ccc:cluster:orphans:max_share`` of the node's containers
+    without ``pillar='{"ccc_force_orphans": true}'``.
     """
     if not enabled:
         return {"name": name, "result": True, "changes": {}, "comment": "orphan removal is switched off"}
     test = bool(__opts__["test"])
-    removed = __salt__["ccc_docker.remove_orphans"](test=test)
-    if not removed:
+    outcome = __salt__["ccc_docker.remove_orphans"](test=test)
+    orphans = outcome["orphans"]
+    if outcome["refused"]:
+        return {"name": name, "result": False, "changes": {},
+                "comment": f"refusing to remove {len(orphans)} orphaned container(s) ({', '.join(orphans)}): "
+                           f"{outcome['refused']}"}
+    if not orphans:
         return {"name": name, "result": True, "changes": {}, "comment": "no orphaned containers"}
     return {
         "name": name,
         "result": None if test else True,
-        "changes": {"removed": removed},
-        "comment": f"{'would remove' if test else 'removed'} {len(removed)} orphaned container(s)",
+        "changes": {"removed": orphans},
+        "comment": f"{'would remove' if test else 'removed'} {len(orphans)} orphaned container(s)",
     }
 
 
@@ -81,21 +90,6 @@ def network_present(name):
             "comment": f"network {name} {status}"}
 
 
-def sshd_host_keys_present(name):
-    """
-    Generate this node's shared SSH host keys for the containers where none exist yet.
-    """
-    test = bool(__opts__["test"])
-    try:
-        generated = __salt__["ccc_docker.sshd_host_keys"](test=test)
-    except (OSError, ValueError) as exc:
-        return {"name": name, "result": False, "changes": {}, "comment": f"cannot create SSH host keys: {exc}"}
-    if not generated:
-        return {"name": name, "result": True, "changes": {}, "comment": "SSH host keys are present"}
-    return {"name": name, "result": None if test else True, "changes": {"generated": generated},
-            "comment": f"SSH host keys {'would be' if test else 'were'} generated: {', '.join(generated)}"}
-
-
 def private_mounts_managed(name):
     """
     Bind-mount the live private data groups of the users with containers on this node, and
@@ -106,10 +100,17 @@ def private_mounts_managed(name):
         changes = __salt__["ccc_docker.private_mounts"](test=test)
     except OSError as exc:
         return {"name": name, "result": False, "changes": {}, "comment": str(exc)}
+    refused = changes.pop("refused", [])
+    comment = "private data mounts " + ("would change" if test else "changed") if changes else \
+        "private data mounts are in place"
+    if refused:
+        # A user put a link (or a file) where a group's mount point belongs: that group is not
+        # mounted for them; everything else is.
+        return {"name": name, "result": False, "changes": changes,
+                "comment": comment + "; refused (not a real folder): " + "; ".join(refused)}
     if not changes:
-        return {"name": name, "result": True, "changes": {}, "comment": "private data mounts are in place"}
-    return {"name": name, "result": None if test else True, "changes": changes,
-            "comment": "private data mounts " + ("would change" if test else "changed")}
+        return {"name": name, "result": True, "changes": {}, "comment": comment}
+    return {"name": name, "result": None if test else True, "changes": changes, "comment": comment}
 
 
 def summary(name, selected=None, errors=None):

@@ -15,9 +15,11 @@ It replaces the original CCC's ``mindprince/nvidia_gpu_prometheus_exporter`` on 
 
 and adds what no original had:
 
-* ``ccc_gpu_process_memory_used_bytes{uuid, minor_number, pid, container, stack, user_email}``:
-  GPU memory per process, attributed to its container and user through the container's
-  ``ccc.stack`` / ``ccc-user.email`` labels (no other label is ever read: no secrets in output);
+* ``ccc_gpu_process_memory_used_bytes{uuid, minor_number, pid, container, stack}``: GPU memory
+  per process, attributed to its container through the container's ``ccc.stack`` label (no other
+  label is ever exported: no secrets in output). The scrape port is reachable by anyone who can
+  reach the node, so the user's e-mail (``user_email``, from ``ccc-user.email``) is added only
+  when ``user_labels: true``;
 * ``ccc_gpu_info{minor_number, uuid, name, index, pci_bus_id}``, ``ccc_gpu_up{...}`` (0 when the
   GPU could not be read), ``ccc_gpu_memory_duty_cycle``, ``ccc_gpu_power_limit_milliwatts``;
 * the fan controller's state from its state file (``ccc_fan_zone_duty_percent{zone}``,
@@ -43,6 +45,7 @@ Configuration (YAML, ``--config``; every key optional)::
     proc_root: /proc
     docker_timeout: 5            # seconds per Docker API call
     log_level: info
+    user_labels: false           # true: add user_email to the per-process metric (personal data)
 
 ``--once`` collects once, prints the exposition and exits 0 (1 when a source failed).
 ``ccc_gpu`` is imported from ``$CCC_AGENT_LIB``, else ``<this script's dir>/../_modules``.
@@ -81,10 +84,12 @@ DEFAULTS = {
     "proc_root": "/proc",
     "docker_timeout": 5,
     "log_level": "info",
+    "user_labels": False,
 }
 SOURCES = ("nvml", "docker", "fan_state")
 GPU_LABELS = ["minor_number", "uuid", "name"]
-PROCESS_LABELS = ["uuid", "minor_number", "pid", "container", "stack", "user_email"]
+PROCESS_LABELS = ["uuid", "minor_number", "pid", "container", "stack"]
+USER_LABELS = ["user_email"]  # personal data: exported only with ``user_labels: true``
 MAX_STATE_BYTES = 64 * 1024
 MAX_LABEL_CHARS = 128
 
@@ -129,6 +134,8 @@ def check_config(config):
     timeout = config.get("docker_timeout")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
         problems.append(f"docker_timeout must be a positive number of seconds, got {timeout!r}")
+    if not isinstance(config.get("user_labels"), bool):
+        problems.append(f"user_labels must be true or false, got {config.get('user_labels')!r}")
     if str(config.get("log_level", "")).upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         problems.append("log_level must be debug, info, warning or error")
     if problems:
@@ -223,8 +230,10 @@ def _label(value):
 class GpuCollector:
     """The custom collector: reads NVML, Docker and the fan state file on every ``collect()``."""
 
-    def __init__(self, nvml, containers, fan_state_file=None, proc_root="/proc", clock=time.time):
+    def __init__(self, nvml, containers, fan_state_file=None, proc_root="/proc", clock=time.time,
+                 user_labels=False):
         self.nvml = nvml
+        self.user_labels = user_labels
         self.containers = containers
         self.fan_state_file = fan_state_file
         self.proc_root = proc_root
@@ -313,8 +322,9 @@ class GpuCollector:
 
     def _process_family(self, processes, minor_of, errors):
         family = GaugeMetricFamily("ccc_gpu_process_memory_used_bytes",
-                                   "GPU memory used by a process, with its container, stack and user",
-                                   labels=PROCESS_LABELS)
+                                   "GPU memory used by a process, with its container and stack"
+                                   + (" and user" if self.user_labels else ""),
+                                   labels=PROCESS_LABELS + (USER_LABELS if self.user_labels else []))
         if not processes:
             return family
         try:
@@ -325,11 +335,13 @@ class GpuCollector:
         for process in ccc_gpu.attribute(processes, containers, self.proc_root):
             if process["used_memory_bytes"] is None:
                 continue
-            family.add_metric([
+            values = [
                 _label(process["gpu_uuid"]), minor_of.get(process["gpu_uuid"], str(process["gpu_index"])),
                 str(process["pid"]), _label(process["container"]), _label(process["stack"]),
-                _label(process["user_email"]),
-            ], process["used_memory_bytes"])
+            ]
+            if self.user_labels:
+                values.append(_label(process["user_email"]))
+            family.add_metric(values, process["used_memory_bytes"])
         return family
 
     # -- fan controller
@@ -423,7 +435,8 @@ def build(config, nvml_loader=ccc_gpu.load_nvml, docker_factory=None, clock=time
     collector = GpuCollector(
         NvmlSession(nvml_loader),
         DockerContainers(config["docker_url"], config["docker_timeout"], docker_factory),
-        fan_state_file=config["fan_state_file"], proc_root=config["proc_root"], clock=clock)
+        fan_state_file=config["fan_state_file"], proc_root=config["proc_root"], clock=clock,
+        user_labels=config["user_labels"])
     registry = CollectorRegistry()
     registry.register(collector)
     ProcessCollector(registry=registry)

@@ -1,7 +1,9 @@
 {#- A user saved ~/.containers/<STACK_NAME>.yml (event from the ccc_settings beacon).
     The ccc runner applies `containers` limited to that stack on every node where it may run, so
-    a node it leaves removes it and a node it moves to starts it. The event carries only the
-    STACK_NAME (minion-supplied, so it is checked here and again in the runner); the settings
+    a node it leaves removes it and a node it moves to starts it; it coalesces edits per stack and
+    rate-limits them per user (the master's ccc.flush schedule applies what is left pending).
+    The event carries only the STACK_NAME (minion-supplied, so it is checked here with the
+    runner's own pattern, ccc_containers.STACK_NAME_PATTERN, and again in the runner); the settings
     themselves are read and validated on the minions. #}
 {%- set stack = data.get('stack') %}
 {%- if stack is string and stack is match('[a-z0-9][a-z0-9_.-]{0,62}$') %}

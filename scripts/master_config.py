@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Print the salt-master configuration that serves ccc-salt (file roots, pillar roots, reactor).
+"""Print the salt-master configuration that serves ccc-salt (file roots, pillar roots, reactor, schedule).
 
     scripts/master_config.py --site /srv/my-site-pillar > /etc/salt/master.d/ccc-salt.conf
 
@@ -13,6 +13,7 @@ import pathlib
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+FLUSH_INTERVAL = 2  # seconds between ccc.flush runs (pending redeploys)
 
 
 def master_config(repo=REPO, site=None, extra_pillar_roots=()):
@@ -29,6 +30,15 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
             {"salt/beacon/*/ccc_settings/*": [str(repo / "reactor" / "settings_changed.sls")]},
             {"salt/minion/*/start": [str(repo / "reactor" / "minion_start.sls")]},
         ],
+        # The ccc runner coalesces settings edits per stack; this applies the stacks left pending
+        # once their job has ended (or their user's rate limit allows). A schedule of a few seconds
+        # also shortens the master's maintenance loop to that interval.
+        "schedule": {
+            "ccc-redeploy-flush": {"function": "ccc.flush", "seconds": FLUSH_INTERVAL, "return_job": False},
+        },
+        # At most max_applies settings redeploys per user per window (s); a job that has not
+        # returned from all of its minions after job_timeout (s) counts as ended.
+        "ccc_redeploy": {"max_applies": 6, "window": 60, "job_timeout": 300},
     }
 
 

@@ -12,10 +12,6 @@ ccc-containers-network-{{ network }}:
     - name: {{ network | json }}
 {%- endfor %}
 
-{#- Per-node host keys only where none exist: the sshd role installs the cluster-wide set. #}
-ccc-containers-sshd-host-keys:
-  ccc_container.sshd_host_keys_present: []
-
 {%- for stack in selection.selected %}
 ccc-container-{{ stack }}:
   ccc_container.running:
@@ -33,7 +29,9 @@ ccc-containers-orphans:
     - enabled: {{ cluster.remove_orphans | json }}
 {%- endif %}
 
-{#- After the containers: which users have a container here decides the live private mounts. #}
+{#- After the containers: live private groups inside each running container's private pin, and
+    pin sets of containers that are gone released. SSH host keys are per STACK_NAME, made by
+    ccc_container.running (ccc_hostkeys). #}
 ccc-containers-private-mounts:
   ccc_container.private_mounts_managed: []
 

@@ -73,7 +73,7 @@ CONTAINERS = [
 class Exporter:
     """An exporter built from the real code, served on 127.0.0.1:<free port>, with fakes below it."""
 
-    def __init__(self, tmp_path, nvml, docker=None, now=None):
+    def __init__(self, tmp_path, nvml, docker=None, now=None, user_labels=False):
         self.nvml = nvml
         self.docker = docker if docker is not None else FakeDockerClient(CONTAINERS)
         self.proc_root = tmp_path / "proc"
@@ -81,7 +81,7 @@ class Exporter:
         self.fan_state_file = tmp_path / "fan-state.json"
         self.now = now or [1_800_000_000.0]
         config = exporter.check_config(dict(exporter.DEFAULTS, proc_root=str(self.proc_root),
-                                            fan_state_file=str(self.fan_state_file)))
+                                            fan_state_file=str(self.fan_state_file), user_labels=user_labels))
         self.registry, self.collector = exporter.build(
             config, nvml_loader=lambda: ccc_gpu.load_nvml(self.nvml),
             docker_factory=lambda: self.docker, clock=lambda: self.now[0])
@@ -238,17 +238,37 @@ def test_datacenter_gpus_without_fans_leave_the_fan_metric_out(served):
 # Per-process GPU memory with container and user
 
 
-def test_processes_are_attributed_to_containers_and_users(served):
+def serve_four_processes(served, **kwargs):
     nvml = eight_gpus()
     nvml.add_process(0, 1001, 3 * GIB)
     nvml.add_process(0, 1002, 1 * GIB, graphics=True)
     nvml.add_process(5, 1002, 2 * GIB)
     nvml.add_process(5, 1003, 512 << 20)
     nvml.add_process(6, 1004, None)       # memory unknown: left out
-    exp = served(nvml)
+    exp = served(nvml, **kwargs)
     exp.process_in(1001, f"0::/system.slice/docker-{container_id(1)}.scope")   # cgroup v2, systemd driver
     exp.process_in(1002, f"4:memory:/docker/{container_id(2)}")                # cgroup v1, cgroupfs driver
     exp.process_in(1003, "0::/user.slice/user-1000.slice/session-1.scope")     # on the host
+    return exp
+
+
+def test_processes_are_attributed_to_containers_without_user_identity_by_default(served):
+    exp = serve_four_processes(served)
+    text = exp.scrape_text()
+    assert "hunter2-secret" not in text
+    assert "@example.org" not in text and "user_email" not in text
+    metrics = parse(text)
+    assert metrics["ccc_gpu_process_memory_used_bytes"] == {
+        labels(uuid=fake_uuid(0), minor_number="7", pid="1001", container="ana-main", stack="ana-main"): 3 * GIB,
+        labels(uuid=fake_uuid(0), minor_number="7", pid="1002", container="bor-main", stack="bor-main"): 1 * GIB,
+        labels(uuid=fake_uuid(5), minor_number="2", pid="1002", container="bor-main", stack="bor-main"): 2 * GIB,
+        labels(uuid=fake_uuid(5), minor_number="2", pid="1003", container="", stack=""): 512 << 20,
+    }
+    assert exp.docker.calls == 1, "one Docker API call per scrape"
+
+
+def test_user_labels_opt_in_adds_the_user_email(served):
+    exp = serve_four_processes(served, user_labels=True)
     text = exp.scrape_text()
     assert "hunter2-secret" not in text
     metrics = parse(text)
@@ -273,7 +293,7 @@ def test_docker_down_still_exports_processes_and_counts_the_failure(served):
     exp.process_in(1001, f"0::/docker/{container_id(1)}")
     metrics = exp.scrape()
     assert metrics["ccc_gpu_process_memory_used_bytes"] == {
-        labels(uuid=fake_uuid(0), minor_number="0", pid="1001", container="", stack="", user_email=""): GIB}
+        labels(uuid=fake_uuid(0), minor_number="0", pid="1001", container="", stack=""): GIB}
     assert metrics["ccc_gpu_exporter_collection_failures"][labels(source="docker")] == 1
     assert metrics["ccc_gpu_exporter_collection_success"] == {(): 0}
     assert metrics["nvidia_gpu_num_devices"] == {(): 1}
@@ -441,6 +461,7 @@ def test_once_prints_the_exposition(tmp_path):
     ({"listen": "0.0.0.0"}, "unknown settings ['listen']"),
     ({"fan_state_file": "state.json"}, "fan_state_file must be an absolute path"),
     ({"docker_timeout": 0}, "docker_timeout must be a positive number"),
+    ({"user_labels": "yes"}, "user_labels must be true or false"),
     ([1], "must be a mapping"),
 ])
 def test_bad_configuration_is_refused_with_the_reason(tmp_path, content, problem):
@@ -467,15 +488,17 @@ def test_config_template_defaults_and_pillar_values(tmp_path):
     rendered = render_template({})
     assert yaml.safe_load(rendered) == {
         "listen_address": "0.0.0.0", "port": 9445, "docker_url": "unix:///var/run/docker.sock",
-        "fan_state_file": "/run/ccc-fan-controller/state.json", "docker_timeout": 5, "log_level": "info"}
+        "fan_state_file": "/run/ccc-fan-controller/state.json", "docker_timeout": 5, "log_level": "info",
+        "user_labels": False}
     pillar = {"ccc": {"node": {"docker_url": "unix:///run/d.sock"}, "fans": {"state_file": "/run/f/s.json"},
                       "monitoring": {"gpu_exporter": {"listen_address": "127.0.0.1", "port": 9500,
-                                                      "log_level": "debug"}}}}
+                                                      "log_level": "debug", "user_labels": True}}}}
     path = tmp_path / "gpu-exporter.yaml"
     path.write_text(render_template(pillar))
     config = exporter.load_config(str(path))
     assert (config["listen_address"], config["port"], config["docker_url"], config["fan_state_file"],
-            config["log_level"]) == ("127.0.0.1", 9500, "unix:///run/d.sock", "/run/f/s.json", "debug")
+            config["log_level"], config["user_labels"]) == ("127.0.0.1", 9500, "unix:///run/d.sock", "/run/f/s.json",
+                                                           "debug", True)
     assert render_template({"ccc": {"monitoring": None, "node": None}}) == rendered
 
 

@@ -467,7 +467,9 @@ def test_exporter_attributes_gpu_memory_of_a_real_container(labelled_container, 
     spec.loader.exec_module(exporter)
     nvml = FakeNvml(count=2)
     nvml.add_process(1, pid, 7 << 30)
-    config = exporter.check_config(dict(exporter.DEFAULTS, docker_url=daemon.url, fan_state_file=None))
+    # user_labels: the opt-in that adds the e-mail, read here from the real container's label.
+    config = exporter.check_config(dict(exporter.DEFAULTS, docker_url=daemon.url, fan_state_file=None,
+                                        user_labels=True))
     registry, _collector = exporter.build(config, nvml_loader=lambda: ccc_gpu.load_nvml(nvml))
     server = exporter.serve(registry, "127.0.0.1", 0)
     try:

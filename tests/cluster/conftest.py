@@ -16,6 +16,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 NODES = ("node1", "node2")
 QUIET_PERIOD = 1
 POLL_INTERVAL = 5
+# The master's redeploy limits (ccc_redeploy): tight enough that a short test reaches the rate limit.
+REDEPLOY_LIMITS = {"max_applies": 3, "window": 15, "job_timeout": 60}
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +29,8 @@ def salt_factories_config():
 def cluster_storage(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster") / "storage"
     site.storage_overrides(root)
-    return root
+    yield root
+    site.unmount_below(root)  # the nodes' pin trees must not outlive the cluster
 
 
 @pytest.fixture(scope="package")
@@ -49,7 +52,7 @@ def overrides_root(tmp_path_factory, dockerds, cluster_storage):
         ccc = site.deep_merge(base, {
             "cluster": dict(site.storage_overrides(cluster_storage), networks=site.network_overrides(node),
                             beacon={"quiet_period": QUIET_PERIOD, "poll_interval": POLL_INTERVAL}),
-            "node": {"docker_url": daemon.url},
+            "node": {"docker_url": daemon.url, **site.node_local(cluster_storage, node)},
             # All simulated nodes share one kernel, so host bind mounts would be shared too.
             "user_types": {"researcher": {"allowed_private_data_mount_groups": []}},
         })
@@ -60,8 +63,15 @@ def overrides_root(tmp_path_factory, dockerds, cluster_storage):
 
 
 @pytest.fixture(scope="package")
-def master(salt_factories, overrides_root):
+def redeploy_limits():
+    """The master's ``ccc_redeploy`` limits (a benchmark may return the product defaults)."""
+    return REDEPLOY_LIMITS
+
+
+@pytest.fixture(scope="package")
+def master(salt_factories, overrides_root, redeploy_limits):
     overrides = master_config.master_config(REPO, REPO / "sample-pillar", [overrides_root])
+    overrides["ccc_redeploy"] = redeploy_limits
     factory = salt_factories.salt_master_daemon("ccc-master", overrides=overrides)
     with factory.started():
         yield factory

@@ -104,7 +104,7 @@ def test_an_invalid_edit_keeps_the_container_and_explains(master, minions, docke
     path = settings_dir(cluster_storage, "ana.novak@example.org") / "ana-main.yml"
     report = path.parent / "ana-main.deploy"
     path.write_text("ana-main:\n  SHM_SIZE: 900t\n")
-    assert wait_for(lambda: "900t is more than the cluster maximum" in report.read_text())
+    assert wait_for(lambda: "'900t' is more than the cluster maximum" in report.read_text())
     after = container_attrs(node1, "ana-main")
     assert after["Id"] == before["Id"] and after["State"]["Running"]
     assert "NOT applied" in report.read_text()

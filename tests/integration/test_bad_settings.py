@@ -30,7 +30,7 @@ from typing import Callable, Union
 import pytest
 import yaml
 
-from support.site import node_ccc
+from support.site import node_ccc, unmount_below
 
 import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
 import ccc_docker  # noqa: E402
@@ -64,9 +64,10 @@ class Node:
     """node1 of the sample site on the private dockerd, driven through ccc_docker without Salt."""
 
     def __init__(self, daemon, storage):
-        self.client = daemon.client()
         self.storage = pathlib.Path(storage)
         self.ccc = node_ccc("node1", storage, daemon.url)
+        # The node's client: it carries ccc:node:state_dir, where the record of created containers is.
+        self.client = ccc_docker.docker_client(ccc_containers.node_settings(self.ccc, "node1"))
         self.cluster = ccc_containers.cluster_settings(self.ccc)
         self.facts = ccc_docker.node_facts(self.ccc, "node1", self.client, pull=False, fetch=False)
         self.stacks = ccc_containers.select(self.ccc)["selected"]
@@ -77,7 +78,8 @@ class Node:
 
     def paths(self, stack):
         record, _ = ccc_containers.container_record(self.ccc, stack)
-        return {key: pathlib.Path(value) for key, value in ccc_containers.settings_paths(self.cluster, record).items()}
+        return {key: pathlib.Path(value) for key, value in ccc_containers.settings_paths(self.cluster, record).items()
+                if isinstance(value, str)}
 
     def deploy(self):
         """Plan and apply every container of the site on node1; returns {stack: apply result}."""
@@ -85,7 +87,8 @@ class Node:
         with deadline(60, "deploying node1"):
             for stack in self.stacks:
                 resolution = ccc_docker.plan_container(self.ccc, stack, self.facts)
-                results[stack] = ccc_docker.apply_resolution(self.client, self.cluster, resolution)
+                results[stack] = ccc_docker.apply_resolution(self.client, self.cluster, resolution,
+                                                             node=ccc_containers.node_settings(self.ccc, "node1"))
         return results
 
     def containers(self):
@@ -160,9 +163,13 @@ def fingerprint(path):
 
 
 def tree(root, extra=()):
-    """Fingerprints of everything under ``root`` (symlinks not followed) and of ``extra`` paths."""
+    """Fingerprints of everything under ``root`` (symlinks not followed) and of ``extra`` paths.
+    The node's pin tree (``local/binds``, root-only bind mounts of the same user folders) is not
+    walked: it would list every user file a second time."""
     found = {}
     for directory, dirs, files in os.walk(root):
+        if directory == os.path.join(root, "local"):
+            dirs[:] = [d for d in dirs if d != "binds"]
         for name in dirs + files:
             path = os.path.join(directory, name)
             found[path] = fingerprint(path)
@@ -190,6 +197,7 @@ def node(node1_dockerd, tmp_path_factory):
     yield node
     for container in client.containers.list(all=True, filters=MANAGED):
         container.remove(force=True)
+    unmount_below(node.storage)  # the pins this node made must not outlive the module
 
 
 @pytest.fixture
@@ -258,8 +266,8 @@ CASES = [
     Case("stack-maps-to-list", "ana-main:\n  - SHM_SIZE: 4g\n", "must contain settings"),
     Case("stack-maps-to-string", "ana-main: SHM_SIZE=4g\n", "must contain settings"),
     Case("another-users-stack-key", section({"SHM_SIZE": "4g"}) + section({"SHM_SIZE": "32g"}, "bor-main"),
-         "only the key 'ana-main:' may appear at the top level; found bor-main"),
-    Case("only-another-stack-key", section({"SHM_SIZE": "4g"}, "ana-jupyter"), "found ana-jupyter"),
+         "only the key 'ana-main:' may appear at the top level; found 'bor-main'"),
+    Case("only-another-stack-key", section({"SHM_SIZE": "4g"}, "ana-jupyter"), "found 'ana-jupyter'"),
     # -- schema: types and keys
     Case("shm-size-list", section({"SHM_SIZE": [1]}), "SHM_SIZE: the value [1] has the wrong type or form"),
     Case("shm-size-bool", section({"SHM_SIZE": True}), "SHM_SIZE: the value True has the wrong type"),
@@ -296,7 +304,9 @@ CASES = [
          "control characters"),
     Case("frp-user-quote-injection", section({"FRP_PORTS": {"HTTP": [
         {"port": 6006, "subdomain": "ana-tb", "pass": "p", "user": 'ana", "frp.notify_email": "x@evil'}]}}),
-        "is not allowed here"),
+        "FRP_PORTS.HTTP.0.user: the value 'ana\", \"frp.notify_email\": \"x@evil' is too long (at most 32 characters)"),
+    Case("frp-user-quote-injection-short", section({"FRP_PORTS": {"HTTP": [
+        {"port": 6006, "subdomain": "ana-tb", "pass": "p", "user": 'a", "x": "y'}]}}), "is not allowed here"),
     Case("other-stacks-subdomain", section({"FRP_PORTS": {"HTTP": [{"port": 6006, "subdomain": "ana-jupyter"}]}}),
          "subdomain 'ana-jupyter' is already used by another container"),
     Case("other-users-subdomain", section({"FRP_PORTS": {"HTTP": [{"port": 80, "subdomain": "ana-tb"}]}}, "bor-main"),
@@ -315,14 +325,16 @@ CASES = [
     Case("tcp-port-zero", section({"FRP_PORTS": {"TCP": [0]}}), "FRP_PORTS.TCP.0: the value 0 has the wrong type"),
     Case("http-port-70000", section({"FRP_PORTS": {"HTTP": [{"port": 70000, "subdomain": "ana-w"}]}}),
          "FRP_PORTS.HTTP.0.port: the value 70000 has the wrong type"),
-    Case("tcp-port-shell", section({"FRP_PORTS": {"TCP": ["22; rm -rf /"]}}), "has the wrong type or form"),
+    Case("tcp-port-shell", section({"FRP_PORTS": {"TCP": ["22; rm -rf /"]}}),
+         "FRP_PORTS.TCP.0: the value '22; rm -rf /' is too long (at most 5 characters)"),
+    Case("tcp-port-shell-short", section({"FRP_PORTS": {"TCP": ["22;id"]}}), "has the wrong type or form"),
     Case("tcp-port-negative", section({"FRP_PORTS": {"TCP": [-22]}}), "has the wrong type or form"),
     Case("too-many-tcp-ports", section({"FRP_PORTS": {"TCP": list(range(2000, 2017))}}), "is too long"),
     # -- placement and resources (S6)
     Case("node-not-allowed", section({"DEPLOYMENT_NODES": ["node1", "gpu-secret"]}),
          "DEPLOYMENT_NODES: you may not use node 'gpu-secret'"),
     Case("empty-deployment-nodes", section({"DEPLOYMENT_NODES": []}), "list at least one node"),
-    Case("huge-shm", section({"SHM_SIZE": "10t"}), "SHM_SIZE: 10t is more than the cluster maximum of 32g"),
+    Case("huge-shm", section({"SHM_SIZE": "10t"}), "SHM_SIZE: '10t' is more than the cluster maximum of 32g"),
     Case("huge-shm-bytes", section({"SHM_SIZE": 10 ** 15}), "more than the cluster maximum"),
     Case("shm-trailing-newline", 'ana-main:\n  SHM_SIZE: "4g\\n"\n', "SHM_SIZE: control characters"),
     # -- images (S3)
@@ -346,7 +358,18 @@ CASES = [
          "INSTALL_REPOSITORY_KEYS: the value"),
     Case("repository-key-shell", section({"INSTALL_REPOSITORY_KEYS": "https://x.example/k;id"}), "not allowed here"),
     Case("repository-source-shell", section({"INSTALL_REPOSITORY_SOURCES": "deb http://x.example stable main; id"}),
+         "INSTALL_REPOSITORY_SOURCES: the source 'deb http://x.example stable main; id' is not allowed"),
+    Case("repository-source-shell-https", section({"INSTALL_REPOSITORY_SOURCES": "deb https://x.example stable main; id"}),
          "INSTALL_REPOSITORY_SOURCES: the value"),
+    Case("repository-source-trusted", section({"INSTALL_REPOSITORY_SOURCES": "deb [trusted=yes] https://x.example s main"}),
+         "INSTALL_REPOSITORY_SOURCES: the option 'trusted=yes' turns off apt's signature checks"),
+    Case("repository-source-http", section({"INSTALL_REPOSITORY_SOURCES": "deb http://x.example stable main"}),
+         "sources must be https:// URLs or ppa:owner/name (plain http:// is refused)"),
+    # -- bounded cost and bounded messages (a 64 KiB file of mixed ports cost ~28 s of validation)
+    Case("tcp-ports-64k-mixed", "ana-main:\n  FRP_PORTS: {TCP: [" + ", ".join(
+        str(i) if i % 2 else f'"{i}"' for i in range(1, 9000)) + "]}\n", "the file holds more than 1024 values"),
+    Case("unknown-keys-many", section({f"UNKNOWN_{i}": i for i in range(40)}), "… and 35 more problems"),
+    Case("long-value-quoted", section({"INSTALL_PACKAGES": "htop " * 1000}), "… (5000 characters) is too long"),
     # -- SSH keys (S8)
     Case("pubkey-not-a-key", section({"USER_PUBKEY": "hello, please let me in"}),
          "USER_PUBKEY: line 1 is not an OpenSSH public key"),

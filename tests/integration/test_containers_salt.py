@@ -4,6 +4,7 @@ PATH (the narrowest hardware boundary, see tests/support/dockerd.py), so Docker'
 device driver accepts the GPU device requests and passes the UUIDs to the hook."""
 
 import json
+import os
 import pathlib
 
 import pytest
@@ -32,6 +33,12 @@ def managed(client):
 
 def user_dir(storage, email):
     return pathlib.Path(storage) / "shared" / "user_data" / email
+
+
+def same_folder(source, folder):
+    """A pin and the user folder it was made from are the same inode on the same file system."""
+    a, b = os.stat(source), os.stat(folder)
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def changed_states(results):
@@ -82,13 +89,20 @@ def test_first_apply_deploys_the_node_contract_and_second_apply_changes_nothing(
     assert request["Capabilities"] == [["gpu"]]
     mounts = {m["Destination"]: m for m in attrs["Mounts"]}
     home = user_dir(storage, "ana.novak@example.org")
-    assert mounts["/home/ana"]["Source"] == str(home / "ana-main") and mounts["/home/ana"]["RW"]
-    assert mounts["/home/ana/.containers"]["Source"] == str(home / "container-settings")
-    assert mounts["/storage/user"]["Source"] == str(home)
+    # User folders reach Docker only as pins (root-only bind mounts of the checked inode).
+    binds = pathlib.Path(storage) / "local" / "binds" / "node1" / "ana-main"
+    for target, folder in (("/home/ana", home / "ana-main"), ("/home/ana/.containers", home / "container-settings"),
+                           ("/storage/user", home), ("/storage/private", home / "private")):
+        source = pathlib.Path(mounts[target]["Source"])
+        assert source.parent.parent == binds and same_folder(source, folder), (target, source)
+    assert mounts["/home/ana"]["RW"]
     assert not mounts["/opt/apps"]["RW"] and not mounts["/home/.sshd"]["RW"]
+    assert mounts["/home/.sshd"]["Source"] == str(pathlib.Path(storage) / "local" / "sshd_data" / "stacks" / "ana-main")
     assert mounts["/storage/group"]["RW"] and mounts["/storage/datasets"]["RW"]
     assert mounts["/storage/private"]["Propagation"] == "rslave"
-    assert mounts["/storage/private/lab"]["Source"].endswith("/private_data/lab")
+    assert same_folder(mounts["/storage/private/lab"]["Source"], pathlib.Path(storage) / "shared" / "private_data" / "lab")
+    assert "no-new-privileges" in host["SecurityOpt"] and set(host["CapDrop"]) >= {"NET_RAW", "MKNOD"}
+    assert host["PidsLimit"] == 16384
     assert set(attrs["NetworkSettings"]["Networks"]) == {"lab-unrestricted", "claims"}
 
     # The GPU request reached the runtime hook (fake NVIDIA toolkit), with the UUIDs in the env.
@@ -102,7 +116,7 @@ def test_first_apply_deploys_the_node_contract_and_second_apply_changes_nothing(
     assert bor["HostConfig"]["DeviceRequests"][0]["DeviceIDs"] == LAB_GPUS + STUDENT_GPUS
     assert bor["Config"]["Labels"]["ccc-user.mentor"] == "Ana Novak"
     jupyter = node1.client.api.inspect_container("ana-jupyter")
-    assert {m["Destination"]: m["Source"] for m in jupyter["Mounts"]}["/home/ana"] == str(home / "ana-main")
+    assert same_folder({m["Destination"]: m["Source"] for m in jupyter["Mounts"]}["/home/ana"], home / "ana-main")
 
     default_settings = home / "container-settings" / "ana-main.yml"
     assert default_settings.stat().st_uid == 1000
@@ -209,8 +223,11 @@ def test_live_private_mounts_follow_pillar_without_recreating_the_container(node
     (shared / "data.txt").write_text("lab data\n")
     results, code = node1.apply()
     assert code == 0
-    ana = user_dir(storage, "ana.novak@example.org") / "private" / "lab-shared"
-    assert str(ana) in results["ccc-containers-private-mounts"]["changes"]["mounted"]
+    binds = pathlib.Path(storage) / "local" / "binds" / "node1"
+    mounted = [pathlib.Path(p) for p in results["ccc-containers-private-mounts"]["changes"]["mounted"]]
+    # Inside each granted container's own private pin, never on the user's path.
+    assert {p.relative_to(binds).parts[0] for p in mounted} == {"ana-main", "ana-jupyter", "bor-main"}
+    assert all(p.parts[-2:] == ("private", "lab-shared") for p in mounted)
     container = node1.client.containers.get("ana-main")
     assert container.exec_run(["cat", "/storage/private/lab-shared/data.txt"]).output == b"lab data\n"
 
@@ -218,9 +235,7 @@ def test_live_private_mounts_follow_pillar_without_recreating_the_container(node
     node1.write_pillar({"user_types": {"researcher": {"allowed_private_data_mount_groups": []}}})
     results, code = node1.apply()
     assert code == 0
-    assert results["ccc-containers-private-mounts"]["changes"]["unmounted"] == [
-        str(user_dir(storage, email) / "private" / "lab-shared") for email in ("ana.novak@example.org", "bor.kralj@example.org")
-    ]
+    assert sorted(results["ccc-containers-private-mounts"]["changes"]["unmounted"]) == sorted(map(str, mounted))
     assert node1.client.containers.get("ana-main").id == container.id
     assert container.exec_run(["ls", "/storage/private/lab-shared"]).exit_code != 0
     assert (shared / "data.txt").exists()
@@ -243,3 +258,110 @@ def test_clean_removes_every_managed_container_but_no_data_and_no_foreign_contai
     assert "not managed by ccc-salt" in results["ccc-container-ana-main"]["comment"]
     node1.client.containers.get("ana-main").remove(force=True)
     foreign.remove(force=True)
+
+
+def impostor_image(client, stack):
+    """An image whose labels claim ccc-salt made its containers (containers inherit image labels)."""
+    base = client.containers.create("ccc-test/tiny:1")
+    try:
+        return base.commit(repository="ccc-test/impostor", tag=stack,
+                           changes=["LABEL ccc.managed-by=ccc-salt", f"LABEL ccc.stack={stack}"])
+    finally:
+        base.remove(force=True)
+
+
+def test_containers_ccc_salt_did_not_create_are_never_removed_or_replaced(node1, storage):
+    results, code = node1.apply()
+    assert code == 0
+    # An image-labelled container whose stack is in no pillar: it looks like an orphan.
+    ghost = node1.client.containers.create(impostor_image(node1.client, "ghost").id, name="ghost")
+    assert ghost.labels["ccc.managed-by"] == "ccc-salt"
+    # Someone with Docker access swaps ana-main for their own, with every label of the real one.
+    labels = node1.client.api.inspect_container("ana-main")["Config"]["Labels"]
+    node1.client.containers.get("ana-main").remove(force=True)
+    foreign = node1.client.containers.create("ccc-test/tiny:1", name="ana-main", labels=labels)
+
+    results, code = node1.apply(check=False)
+    assert results["ccc-container-ana-main"]["result"] is False
+    assert "not managed by ccc-salt" in results["ccc-container-ana-main"]["comment"]
+    assert results["ccc-containers-orphans"]["result"] is True and not results["ccc-containers-orphans"]["changes"]
+    assert node1.client.containers.get("ana-main").id == foreign.id
+    assert node1.client.containers.get("ghost").id == ghost.id
+
+    listed, _ = node1.salt_call("ccc_docker.managed")
+    assert set(listed) == {"ana-jupyter", "bor-main"}
+    refused, _ = node1.salt_call("ccc_docker.remove", "ghost", check=False)
+    assert refused["result"] is False and "not managed by ccc-salt" in refused["comment"]
+    output, code = node1.salt_call("state.apply", "containers.clean")
+    assert code == 0, output
+    assert {c.name for c in node1.client.containers.list(all=True)} >= {"ghost", "ana-main"}
+    assert set(managed(node1.client)) == {"ghost", "ana-main"}  # labelled, but never ours
+    ghost.remove(force=True)
+    foreign.remove(force=True)
+
+
+def break_pillar(node):
+    """Make node's pillar fail to render (an included SLS with a Jinja error)."""
+    node_sls = node.overrides_root / "site" / "nodes" / f"{node.node}.sls"
+    pillar = yaml.safe_load(node_sls.read_text())
+    node_sls.write_text(yaml.safe_dump(dict(pillar, include=["site.broken"])))
+    (node.overrides_root / "site" / "broken.sls").write_text("broken: {{ no_such_thing.anywhere }}\n")
+
+
+def test_orphan_removal_is_never_a_mass_deletion_by_accident(node1, storage):
+    node1.apply()
+    ids = {stack: c.id for stack, c in managed(node1.client).items()}
+    assert set(ids) == NODE1_STACKS
+
+    # ccc:containers: [] (a bad merge, a typo): refused, in test mode too.
+    node1.write_pillar({"containers": []})
+    preview, code = node1.apply("test=True", check=False)
+    orphans = preview["ccc-containers-orphans"]
+    assert orphans["result"] is False and not orphans["changes"]
+    assert "refusing to remove 3 orphaned container(s) (ana-jupyter, ana-main, bor-main)" in orphans["comment"]
+    assert "ccc_force_orphans" in orphans["comment"]
+    results, code = node1.apply(check=False)
+    assert code != 0 and results["ccc-containers-orphans"]["result"] is False
+    assert {stack: c.id for stack, c in managed(node1.client).items()} == ids
+
+    # A pillar that failed to render: refused even with the flag (force=True gets past Salt's check).
+    break_pillar(node1)
+    results, code = node1.apply("force=True", 'pillar={"ccc_force_orphans": true}', check=False)
+    assert results["ccc-containers-orphans"]["result"] is False
+    assert "render errors" in results["ccc-containers-orphans"]["comment"]
+    assert {stack: c.id for stack, c in managed(node1.client).items()} == ids
+
+    # The admin's explicit flag, with a pillar that renders.
+    node1.write_pillar({"containers": []})
+    results, code = node1.apply('pillar={"ccc_force_orphans": true}')
+    assert code == 0
+    assert results["ccc-containers-orphans"]["changes"] == {"removed": sorted(NODE1_STACKS)}
+    assert managed(node1.client) == {}
+
+
+def test_plans_and_diffs_never_show_tokens_or_passwords(node1, storage):
+    containers = sample_ccc("node1")["containers"]
+    ana = next(entry for entry in containers if entry["STACK_NAME"] == "ana-main")
+    ana["EXTRA_ENVS"] = {"HF_TOKEN": "hf_first_token"}
+    node1.write_pillar({"containers": containers})
+    results, code = node1.apply()
+    assert code == 0
+    ana["EXTRA_ENVS"] = {"HF_TOKEN": "hf_second_token"}
+    ana["FRP_PORTS"]["HTTP"][0]["pass"] = "new-secret-pw"
+    node1.write_pillar({"containers": containers})
+
+    preview, code = node1.apply("test=True")
+    diff = preview["ccc-container-ana-main"]["changes"]["recreated"]
+    assert diff["environment"]["HF_TOKEN"] == {"old": "***", "new": "***"}
+    assert diff["labels"]["frp.6006.http.password"] == {"old": "***", "new": "***"}
+    plan, _ = node1.salt_call("ccc_docker.plan", "ana-main")
+    resolved, _ = node1.salt_call("ccc_containers.resolve", "ana-main")
+    assert plan["spec"]["environment"]["HF_TOKEN"] == "***" and plan["record"]["EXTRA_ENVS"] == {"HF_TOKEN": "***"}
+    assert plan["spec"]["environment"]["USER_NAME"] == "ana"
+    results, code = node1.apply()
+    assert code == 0 and results["ccc-container-ana-main"]["changes"]["recreated"]
+    shown = json.dumps([results, preview, plan, resolved])
+    for secret in ("hf_first_token", "hf_second_token", "change-me", "new-secret-pw"):
+        assert secret not in shown
+    env = node1.client.api.inspect_container("ana-main")["Config"]["Env"]
+    assert "HF_TOKEN=hf_second_token" in env  # the container itself gets the real value

@@ -53,6 +53,8 @@ def test_user_logs_in_with_their_key_into_the_shared_home(tmp_path, clean_node1,
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     assert ssh(other, "ana", address, "true").returncode != 0
-    # The host keys come from the node (read-only mount), not from the container.
-    keys_dir = pathlib.Path(storage) / "local" / "sshd_data" / ".sshd" / "keys"
+    # The host keys come from the node (read-only mount of this stack's own set), and sshd serves them.
+    keys_dir = pathlib.Path(storage) / "local" / "sshd_data" / "stacks" / "ana-main" / "keys"
     assert (keys_dir / "ssh_host_ed25519_key").stat().st_mode & 0o077 == 0
+    scan = subprocess.run(["ssh-keyscan", "-t", "ed25519", address], capture_output=True, text=True, timeout=30)
+    assert (keys_dir / "ssh_host_ed25519_key.pub").read_text().split()[1] in scan.stdout

@@ -49,6 +49,19 @@ def unmount_below(root):
 NODE_INDEX = {"node1": 1, "node2": 2, "node3": 3}
 
 
+def node_state_dir(storage_root, node):
+    """``ccc:node:state_dir`` of a simulated node: per test and per node (the record of the
+    containers its role created must never be shared between nodes)."""
+    return str(pathlib.Path(storage_root) / "local" / "node-state" / node)
+
+
+def node_local(storage_root, node):
+    """Node-local folders of a simulated node, per test: ``state_dir`` and ``binds_dir`` (its pin
+    tmpfs, unmounted with the test's storage by ``unmount_below``)."""
+    return {"state_dir": node_state_dir(storage_root, node),
+            "binds_dir": str(pathlib.Path(storage_root) / "local" / "binds" / node)}
+
+
 def network_overrides(node):
     """``ccc:cluster:networks`` for one simulated node: its own subnets and bridge names, so
     several private dockerds on one host never share a bridge or a route."""
@@ -64,7 +77,7 @@ def network_overrides(node):
 def node_ccc(node, storage_root, docker_url):
     """The sample site's ccc pillar for ``node``, pointed at test storage and a test dockerd."""
     overrides = {"cluster": dict(storage_overrides(storage_root), networks=network_overrides(node)),
-                 "node": {"docker_url": docker_url}}
+                 "node": {"docker_url": docker_url, **node_local(storage_root, node)}}
     return deep_merge(sample_ccc(node), overrides)
 
 
@@ -95,7 +108,7 @@ class SaltNode:
         node_sls.parent.mkdir(parents=True, exist_ok=True)
         base = yaml.safe_load((SAMPLE_SITE / "nodes" / f"{self.node}.sls").read_text())["ccc"]
         ccc = deep_merge(base, {"cluster": dict(storage_overrides(self.storage_root), networks=network_overrides(self.node)),
-                                "node": {"docker_url": self.docker_url}})
+                                "node": {"docker_url": self.docker_url, **node_local(self.storage_root, self.node)}})
         ccc = deep_merge(ccc, self.extra_ccc)
         node_sls.write_text(yaml.safe_dump({"ccc": ccc}))
 

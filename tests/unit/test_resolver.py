@@ -336,7 +336,7 @@ def test_gpus(stack, node, devices_on_node, changes, expected, note):
 # Mounts
 
 
-def researcher_table(email="ana.novak@example.org", home="ana-main", user="ana", tz=False):
+def researcher_table(email="ana.novak@example.org", home="ana-main", user="ana", tz=False, stack="ana-main"):
     user_dir = f"{SHARED}/user_data/{email}"
     table = [
         (f"{user_dir}/{home}", f"/home/{user}", False, None),
@@ -347,7 +347,7 @@ def researcher_table(email="ana.novak@example.org", home="ana-main", user="ana",
         (f"{SHARED}/datasets", "/storage/datasets", False, None),
         (f"{LOCAL}/hdd/{email}", "/storage/local/hdd", False, None),
         (f"{LOCAL}/ssd/{email}", "/storage/local/ssd", False, None),
-        (f"{LOCAL}/sshd/.sshd", "/home/.sshd", True, None),
+        (f"{LOCAL}/sshd/stacks/{stack}", "/home/.sshd", True, None),
     ]
     if tz:
         table += [(path, path, True, None) for path in TZ_FILES]
@@ -376,7 +376,7 @@ def test_mounts_student_full_table_is_restricted():
         (f"{SHARED}/datasets", "/storage/datasets", True, None),
         (f"{LOCAL}/hdd/{CENE}", "/storage/local/hdd", False, None),
         (f"{LOCAL}/ssd/{CENE}", "/storage/local/ssd", False, None),
-        (f"{LOCAL}/sshd/.sshd", "/home/.sshd", True, None),
+        (f"{LOCAL}/sshd/stacks/cene-thesis", "/home/.sshd", True, None),
         (f"{user_dir}/private", "/storage/private", False, "rslave"),
         (f"{SHARED}/private_data/student", "/storage/private/student", False, None),
     ]
@@ -384,7 +384,8 @@ def test_mounts_student_full_table_is_restricted():
 
 
 @pytest.mark.parametrize("stack, changes, settings, expected", [
-    pytest.param("ana-jupyter", {}, None, researcher_table(home="ana-main"), id="storage-name-shares-home"),
+    pytest.param("ana-jupyter", {}, None, researcher_table(home="ana-main", stack="ana-jupyter"),
+                 id="storage-name-shares-home"),
     pytest.param("ana-main", {}, {"USE_HOST_TIMEDATE": True}, researcher_table(tz=True), id="user-timedate"),
     pytest.param("ana-main", {"USE_HOST_TIMEDATE": True}, None, researcher_table(tz=True), id="admin-timedate"),
     pytest.param("ana-main", {"USE_HOST_TIMEDATE": True}, {"USE_HOST_TIMEDATE": False}, researcher_table(),
@@ -441,7 +442,35 @@ def test_directories_to_create():
     user_dir = f"{SHARED}/user_data/{ANA}"
     assert wanted[f"{user_dir}/ana-main"] == ((1000, 1000), 0o750)
     assert wanted[f"{user_dir}/container-settings"] == ((1000, 1000), 0o755)
-    assert wanted[f"{LOCAL}/sshd/.sshd"] == ((0, 0), 0o755)
+    assert f"{LOCAL}/sshd/.sshd" not in wanted  # host keys are per stack (ccc_hostkeys), not a shared folder
+
+
+def test_user_folder_mounts_are_pinned_and_admin_roots_are_not():
+    """Every source below a storage root names its root and components: the node mounts it from
+    a descriptor into a pin folder; admin roots (apps, group data, datasets) are used as they are."""
+    spec, _ = run_spec()
+    pins = {m["target"]: m["pin"] for m in spec["mounts"] if m.get("pin")}
+    user_data = f"{SHARED}/user_data"
+    assert pins["/home/ana"] == {"name": "home", "root": user_data, "parts": [ANA, "ana-main"]}
+    assert pins["/home/ana/.containers"] == {"name": "settings", "root": user_data, "parts": [ANA, "container-settings"]}
+    assert pins["/storage/user"] == {"name": "user", "root": user_data, "parts": [ANA]}
+    assert pins["/storage/private"] == {"name": "private", "root": user_data, "parts": [ANA, "private"], "shared": True}
+    assert pins["/storage/local/hdd"]["root"] == f"{LOCAL}/hdd"
+    assert pins["/storage/private/lab"] == {"name": "group-lab", "root": f"{SHARED}/private_data", "parts": ["lab"]}
+    assert not {"/opt/apps", "/storage/group", "/storage/datasets", "/home/.sshd"} & set(pins)
+
+
+def test_hardening_defaults_and_overrides():
+    spec, _ = run_spec()
+    assert spec["security_opt"] == ["no-new-privileges"]
+    assert spec["cap_drop"] == ["MKNOD", "NET_RAW", "SETFCAP"]
+    assert spec["pids_limit"] == 16384
+    ccc = site(cluster={"hardening": {"pids_limit": 500}},
+               containers={"ana-main": {"HARDENING": {"no_new_privileges": False, "cap_drop": ["net_raw"]}}})
+    spec, _ = run_spec(ccc=ccc)
+    assert (spec["security_opt"], spec["cap_drop"], spec["pids_limit"]) == ([], ["NET_RAW"], 500)
+    spec, _ = run_spec(ccc=site(containers={"ana-main": {"RUN_PRIVILEGED": True}}))
+    assert (spec["privileged"], spec["security_opt"], spec["cap_drop"]) == (True, ["seccomp=unconfined"], [])
 
 
 # ------------------------------------------------------------------------------------------------

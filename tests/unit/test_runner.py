@@ -1,7 +1,10 @@
-"""The master-side runner picks exactly the nodes where an edited stack may run."""
+"""The master-side runner picks exactly the nodes where an edited stack may run, and coalesces
+and rate-limits the redeploys (decisions on a fake clock and a fake master)."""
 
 import importlib.util
 import pathlib
+import threading
+import time
 
 import pytest
 
@@ -36,3 +39,197 @@ def test_allowed_nodes_include_the_container_exceptions():
 def test_a_node_named_differently_from_its_minion_id_is_matched_by_name():
     pillar = {"ccc": dict(sample_ccc("node3"), node={"name": "node3"})}
     assert ccc_runner.targets_for({"gpu-box-17.lab": pillar}, "cene-thesis") == ["gpu-box-17.lab"]
+
+
+# --- coalescing and rate limit (pure decision, fake clock) ----------------------------------
+
+LIMITS = {"max_applies": 3, "window": 60, "job_timeout": 300}
+
+
+def test_an_edit_with_nothing_in_flight_is_applied():
+    action, entry = ccc_runner._decide({"pending": True}, [], set(), 100.0, LIMITS)
+    assert action == "apply" and entry["pending"]
+
+
+def test_an_edit_during_a_job_waits_until_all_its_minions_returned():
+    entry = {"pending": True, "jid": "j1", "targets": ["node1", "node2"], "started": 100.0}
+    assert ccc_runner._decide(entry, [100.0], {"node1"}, 110.0, LIMITS)[0] == "wait"
+    action, after = ccc_runner._decide(entry, [100.0], {"node1", "node2"}, 111.0, LIMITS)
+    assert action == "apply" and after["jid"] is None
+    assert entry["jid"] == "j1"  # the caller's record is not changed
+
+
+def test_a_job_that_never_returns_counts_as_ended_after_the_timeout():
+    entry = {"pending": True, "jid": "j1", "targets": ["node1", "node2"], "started": 100.0}
+    assert ccc_runner._decide(entry, [], {"node1"}, 399.0, LIMITS)[0] == "wait"
+    assert ccc_runner._decide(entry, [], {"node1"}, 400.0, LIMITS)[0] == "apply"
+
+
+def test_a_finished_job_with_nothing_pending_is_forgotten():
+    entry = {"pending": False, "jid": "j1", "targets": ["node1"], "started": 100.0}
+    assert ccc_runner._decide(entry, [100.0], {"node1"}, 105.0, LIMITS)[0] == "idle"
+
+
+def test_over_the_rate_limit_the_stack_is_held_until_the_window_allows():
+    applies = [100.0, 110.0, 120.0]
+    action, entry = ccc_runner._decide({"pending": True}, applies, set(), 130.0, LIMITS)
+    assert action == "hold" and entry["held_since"] == 130.0
+    action, entry = ccc_runner._decide(entry, applies, set(), 159.0, LIMITS)
+    assert action == "hold" and entry["held_since"] == 130.0  # held since the first refusal
+    action, entry = ccc_runner._decide(entry, applies, set(), 160.0, LIMITS)
+    assert action == "apply"
+    notice = ccc_runner._notice_for(entry, 160.0, LIMITS)
+    assert "3 per 60 s" in notice and "waited 30 s" in notice and len(notice) <= 300
+    assert ccc_runner._notice_for({"pending": True}, 160.0, LIMITS) is None
+
+
+@pytest.mark.parametrize("given, expected", [
+    (None, ccc_runner.REDEPLOY_DEFAULTS),
+    ({"max_applies": 2, "window": 10}, dict(ccc_runner.REDEPLOY_DEFAULTS, max_applies=2, window=10)),
+    ({"max_applies": 0, "window": "x", "job_timeout": True}, ccc_runner.REDEPLOY_DEFAULTS),
+    ("nonsense", ccc_runner.REDEPLOY_DEFAULTS),
+])
+def test_limits_come_from_the_master_config(given, expected):
+    assert ccc_runner._limits({"ccc_redeploy": given}) == expected
+
+
+def test_the_user_of_a_stack_comes_from_the_cached_pillar():
+    assert ccc_runner._user_for(PILLARS, "bor-main") == "bor.kralj@example.org"
+    assert ccc_runner._user_for(PILLARS, "no-such-stack") is None
+
+
+class FakeMaster:
+    """Pillar, job cache and publisher of a master whose minions return each job ``duration`` s
+    after its publish, with changes to the stack's container or without; except ``busy`` ones
+    (still running it), ``lost`` ones (restarted: no longer have it) and ``down`` ones (silent)."""
+
+    def __init__(self, clock, duration, changes=True, busy=(), lost=(), down=()):
+        self.clock, self.duration, self.changes = clock, duration, changes
+        self.busy, self.lost, self.down = set(busy), set(lost), set(down)
+        self.jobs = []  # (published, fun, minions, notice or the jid asked about)
+        self.failing_publishes = 0
+
+    def pillars(self):
+        return PILLARS
+
+    def returns(self, jid):
+        published, fun, minions, _ = self.jobs[int(jid)]
+        if fun == "saltutil.find_job":  # answered at once: the job's data while the minion has it
+            return {minion: {"ret": {"jid": "..."} if minion in self.busy else {}}
+                    for minion in minions if minion not in self.down}
+        if self.clock.now < published + self.duration:
+            return {}
+        state = {"ccc_container_|-ccc-container-ana-main_|-ana-main_|-running":
+                 {"result": True, "changes": {"recreated": {}} if self.changes else {}}}
+        return {minion: {"ret": state} for minion in minions if minion not in self.busy | self.lost | self.down}
+
+    def publish(self, stack, minions, notice):
+        if self.failing_publishes:
+            self.failing_publishes -= 1
+            return None, minions
+        self.jobs.append((self.clock.now, "state.apply", minions, notice))
+        return str(len(self.jobs) - 1), minions
+
+    def find_job(self, minions, jid):
+        self.jobs.append((self.clock.now, "saltutil.find_job", minions, jid))
+        return str(len(self.jobs) - 1)
+
+    def applies(self):
+        return [(published - 1000.0, notice) for published, fun, _, notice in self.jobs if fun == "state.apply"]
+
+
+class FakeClock:
+    def __init__(self, now):
+        self.now = now
+
+    def time(self):
+        return self.now
+
+
+@pytest.fixture
+def runner(monkeypatch, tmp_path):
+    """The runner on a fake master with a fake clock (1000.0 s); ``start(**master_kwargs)``."""
+    clock = FakeClock(1000.0)
+    monkeypatch.setattr(ccc_runner, "__opts__", {"cachedir": str(tmp_path), "ccc_redeploy": dict(LIMITS)},
+                        raising=False)
+    monkeypatch.setattr(ccc_runner, "time", clock)
+
+    def start(**kwargs):
+        master = FakeMaster(clock, **kwargs)
+        monkeypatch.setattr(ccc_runner, "_Master", lambda: master)
+        return clock, master
+    return start
+
+
+def test_a_save_every_second_is_coalesced_rate_limited_and_ends_applied(runner):
+    clock, master = runner(duration=3)
+    for second in range(20):  # an event per second, the flush schedule every 2 s
+        clock.now = 1000.0 + second
+        ccc_runner.redeploy("ana-main")
+        if second % 2:
+            ccc_runner.flush()
+    for _ in range(40):  # no more saves: the pending edit still goes out, once the window allows
+        clock.now += 2
+        ccc_runner.flush()
+    starts = [start for start, _ in master.applies()]
+    assert starts[:3] == [0.0, 3.0, 6.0]  # coalesced: the next job only after the previous returned
+    assert len(starts) == 4 and starts[3] >= 60.0  # then held by the limit (3 per 60 s)
+    assert master.applies()[0][1] is None and "waited" in master.applies()[3][1]
+    assert ccc_runner.redeploy_status()["stacks"] == {}
+
+
+def test_applies_that_changed_nothing_do_not_count_against_the_limit(runner):
+    clock, master = runner(duration=1, changes=False)  # e.g. the same edit seen by every node's beacon
+    for second in range(0, 20, 2):
+        clock.now = 1000.0 + second
+        ccc_runner.flush()
+        ccc_runner.redeploy("ana-main")
+    assert len(master.applies()) == 10 and all(notice is None for _, notice in master.applies())
+
+
+@pytest.mark.parametrize("trouble, expected", [
+    ({"down": {"node3"}}, [0.0, 13.0]),   # asked on the first flush PROBE_AFTER s after the publish, read on the next
+    ({"lost": {"node3"}}, [0.0, 13.0]),   # restarted since: it no longer has the job
+    ({"busy": {"node3"}}, [0.0, 301.0]),  # still running or queueing it: until job_timeout
+])
+def test_only_a_target_that_still_has_the_job_holds_the_stack(runner, trouble, expected):
+    clock, master = runner(duration=1, **trouble)
+    ccc_runner.redeploy("ana-main")
+    clock.now += 1
+    ccc_runner.redeploy("ana-main")  # in flight: node3 has not returned
+    for _ in range(160):
+        clock.now += 2
+        ccc_runner.flush()
+    probes = [job for job in master.jobs if job[1] == "saltutil.find_job"]
+    assert probes[0][0] == 1011.0 and probes[0][2:] == (["node3"], "0")
+    assert [start for start, _ in master.applies()][:2] == expected
+
+
+def test_concurrent_events_for_a_stack_publish_one_job(runner):
+    """Reactor worker threads run the runner concurrently: the locked record lets one publish."""
+    _, master = runner(duration=100)
+    publish = master.publish
+    master.publish = lambda *args: (time.sleep(0.05), publish(*args))[1]
+    threads = [threading.Thread(target=ccc_runner.redeploy, args=("ana-main",)) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(master.applies()) == 1
+    assert ccc_runner.redeploy_status()["stacks"]["ana-main"]["pending"]  # the others' edits wait
+
+
+def test_a_failed_publish_leaves_the_stack_pending_for_the_next_flush(runner):
+    clock, master = runner(duration=1)
+    master.failing_publishes = 1
+    assert ccc_runner.redeploy("ana-main")["jid"] is None
+    assert ccc_runner.redeploy_status()["stacks"]["ana-main"]["pending"]
+    clock.now += 2
+    assert ccc_runner.flush() == {"ana-main": "apply"} and len(master.applies()) == 1
+
+
+def test_a_stack_allowed_nowhere_publishes_nothing_and_records_nothing(runner):
+    _, master = runner(duration=1)
+    assert ccc_runner.redeploy("no-such-stack") == {"stack": "no-such-stack", "targets": [], "jid": None}
+    assert ccc_runner.redeploy("../x")["error"] == "not a STACK_NAME"
+    assert not master.jobs and ccc_runner.redeploy_status()["stacks"] == {}
