@@ -4,7 +4,8 @@ Beacon ``ccc_settings``: a user changed ``~/.containers/<STACK_NAME>.yml``.
 On the host that file is ``<ccc:cluster:mount_points:nfs:user_data>/<USER_EMAIL>/
 container-settings/<STACK_NAME>.yml``. The beacon fires one event per changed stack, tagged
 ``salt/beacon/<minion id>/ccc_settings/<STACK_NAME>`` with data
-``{"stack": <STACK_NAME>, "change": "modified" | "deleted" | "created", "id": <minion id>}``.
+``{"stack": <STACK_NAME>, "change": "modified" | "deleted" | "created", "id": <minion id>}``
+(plus ``"replay": True`` for a change fired again after a pillar render error, see below).
 It never reads a settings file (the deployment does that, on the minion, with its own checks).
 
 How it watches (``inotify_simple``, not Salt's pyinotify beacon):
@@ -54,6 +55,14 @@ would drop the inotify watches exactly while deployments happen.
 The pillar-derived list is recomputed at ``poll_interval``; a pillar refresh rebuilds the beacon,
 and the new watcher takes over the old one's state (see ``_registry``). The watching logic is the
 plain-Python class ``SettingsWatcher``; ``beacon`` only wraps it.
+
+A pillar with render errors (``_errors``, e.g. a site SLS with invalid YAML that reached the minion
+through a refresh) may lack containers or storage paths, and nothing refreshes a minion's
+in-memory pillar by itself. So while it holds errors the beacon keeps the last list built from a
+good pillar (and keeps firing), logs one warning, and asks for ``saltutil.refresh_pillar`` every
+``poll_interval`` (at least 10 s). Once a refresh brings a good pillar it rebuilds its list and
+fires the stacks changed meanwhile once more, with ``"replay": True`` in the data (while the
+pillar was broken the master could not redeploy them).
 """
 
 import collections
@@ -87,6 +96,7 @@ DEFAULTS = {"quiet_period": 1.0, "poll_interval": 30.0, "max_delay": 10.0}
 RESERVED_KEYS = {"interval", "enabled", "run_once", "beacon_module", "disable_during_state_run", "_beacon_name"}
 CONTEXT_KEY = "ccc_settings.watcher"
 REGISTRY_MODULE = "_ccc_salt_settings_beacon_registry"
+PILLAR_RETRY_MIN = 10.0  # s between two pillar refresh requests while the pillar has render errors
 
 if HAS_INOTIFY:
     _F = inotify_simple.flags
@@ -487,6 +497,18 @@ def _resolved(conf):
     return files, tunables
 
 
+def _holder():
+    """The module kept in ``sys.modules`` across beacon loaders (see ``_registry``)."""
+    holder = sys.modules.get(REGISTRY_MODULE)
+    if holder is None:
+        holder = types.ModuleType(REGISTRY_MODULE)
+        holder.watchers = {}
+        sys.modules[REGISTRY_MODULE] = holder
+    if not hasattr(holder, "pillar_health"):  # made by an older version of this module
+        holder.pillar_health = {}
+    return holder
+
+
 def _registry():
     """
     Live watchers by beacon name, kept across beacon loaders in this minion process.
@@ -497,42 +519,129 @@ def _registry():
     the orphaned one and inherits its state, so no descriptor leaks and no edit made around the
     refresh is lost. Only the one beacons leader of a minion process runs beacons.
     """
-    holder = sys.modules.get(REGISTRY_MODULE)
-    if holder is None:
-        holder = types.ModuleType(REGISTRY_MODULE)
-        holder.watchers = {}
-        sys.modules[REGISTRY_MODULE] = holder
-    return holder.watchers
+    return _holder().watchers
+
+
+def _health(name):
+    """
+    What this beacon knows about its pillar, kept across beacon loaders like the watchers: the
+    last watch list built from a pillar without render errors (``good``), whether the pillar is
+    broken now, when to ask for the next pillar refresh, and the changes fired meanwhile.
+    """
+    return _holder().pillar_health.setdefault(
+        name, {"good": None, "broken": False, "next_refresh": 0.0, "replay": {}})
+
+
+def _pillar_errors(conf):
+    """The render errors of the pillar a ``from_pillar`` list comes from (``None`` if none)."""
+    if "from_pillar" not in conf:
+        return None
+    errors = _dict(_pillar()).get("_errors")
+    if not errors:
+        return None
+    return errors if isinstance(errors, list) else [errors]
+
+
+def _watch_list(conf, health, errors):
+    """
+    (files, tunables) for a new or reconfigured watcher. While the pillar holds render errors
+    it may lack containers or the storage paths, so the last good list is kept instead (an
+    empty one if this process never saw a good pillar: then only what the broken pillar names).
+    """
+    if errors and health["good"] is not None:
+        files, tunables = health["good"]
+        return list(files), dict(tunables)
+    files, tunables = _resolved(conf)
+    if not errors and "from_pillar" in conf:
+        health["good"] = (list(files), dict(tunables))
+    return files, tunables
+
+
+def _request_pillar_refresh():
+    """Ask this minion to compile its pillar again (``saltutil.refresh_pillar`` fires the local
+    ``pillar_refresh`` event; the minion then rebuilds its beacons from the new pillar)."""
+    try:
+        __salt__["saltutil.refresh_pillar"]()
+    except Exception as exc:  # noqa: BLE001 - never let the beacon die over it
+        log.debug("ccc_settings: pillar refresh request failed: %s", exc)
+
+
+def _pillar_health(name, errors, events, watcher, now):
+    """
+    Keep a ``from_pillar`` beacon alive through a pillar with render errors.
+
+    Nothing refreshes a minion's in-memory pillar by itself, so a broken one would stay until an
+    admin refreshed it. While broken: warn once, ask for a pillar refresh every ``poll_interval``
+    (at least ``PILLAR_RETRY_MIN``), and remember the stacks fired (the master cannot redeploy
+    them yet: its pillar is just as broken). Once a refresh brings a good pillar: fire those
+    stacks again (``"replay": True``) so their edits are applied now.
+    """
+    health = _health(name)
+    retry = max(watcher.poll_interval, PILLAR_RETRY_MIN)
+    if errors:
+        if not health["broken"]:
+            health.update(broken=True, next_refresh=now + retry)
+            log.warning("ccc_settings: the pillar has %d render error(s) (%.200s); keeping the last good list "
+                        "of %d settings files and asking for a pillar refresh every %g s until it renders",
+                        len(errors), errors[0], len(watcher.files), retry)
+        for event in events:
+            health["replay"][event["stack"]] = event["change"]
+        if now >= health["next_refresh"]:
+            health["next_refresh"] = now + retry
+            _request_pillar_refresh()
+        return events
+    if health["broken"]:
+        replay, fired = health["replay"], {event["stack"] for event in events}
+        health.update(broken=False, replay={})
+        log.warning("ccc_settings: the pillar renders again; watching %d settings files, firing again %d "
+                    "stacks changed meanwhile", len(watcher.files), len(replay))
+        events = events + [{"tag": stack, "stack": stack, "change": change, "replay": True}
+                           for stack, change in sorted(replay.items()) if stack not in fired]
+    return events
+
+
+def _start(conf, name, errors, now):
+    """A watcher for a fresh beacon loader (empty ``__context__``); it takes over the orphan."""
+    files, tunables = _watch_list(conf, _health(name), errors)
+    watcher = SettingsWatcher(files, **tunables)
+    orphan = _registry().get(name)
+    if orphan is not None and orphan is not watcher and not orphan.closed:
+        watcher.inherit(orphan)
+    _registry()[name] = watcher
+    state = {"watcher": watcher, "next_config": now + tunables["poll_interval"]}
+    __context__[CONTEXT_KEY] = state  # noqa: F821
+    log.info("ccc_settings: watching %d settings files (%d directories watched, %d not there yet)",
+             len(watcher.files), len(watcher.watched_dirs), len(watcher.missing_dirs))
+    return state
+
+
+def _reconfigure(conf, name, errors, state, now):
+    """Follow the configuration: an explicit list every call (it is small), a pillar-derived
+    one at the poll interval (a pillar refresh rebuilds the beacon anyway)."""
+    files, tunables = _watch_list(conf, _health(name), errors)
+    watcher = state["watcher"]
+    for key, value in tunables.items():
+        setattr(watcher, key, value)
+    state["next_config"] = now + tunables["poll_interval"]
+    if watcher.set_files(files):
+        log.info("ccc_settings: now watching %d settings files", len(watcher.files))
 
 
 def beacon(config):
     """Fire ``{"tag": STACK_NAME, "stack": STACK_NAME, "change": ...}`` per settled change."""
     conf = _merge(config)
+    name = conf.get("_beacon_name") or __virtualname__
+    errors = _pillar_errors(conf)
     state = __context__.get(CONTEXT_KEY)  # noqa: F821
     now = time.monotonic()
     if state is None or state["watcher"].closed:
-        files, tunables = _resolved(conf)
-        watcher = SettingsWatcher(files, **tunables)
-        name = conf.get("_beacon_name") or __virtualname__
-        orphan = _registry().get(name)
-        if orphan is not None and orphan is not watcher and not orphan.closed:
-            watcher.inherit(orphan)
-        _registry()[name] = watcher
-        state = {"watcher": watcher, "next_config": now + tunables["poll_interval"]}
-        __context__[CONTEXT_KEY] = state  # noqa: F821
-        log.info("ccc_settings: watching %d settings files (%d directories watched, %d not there yet)",
-                 len(watcher.files), len(watcher.watched_dirs), len(watcher.missing_dirs))
+        state = _start(conf, name, errors, now)
     elif "files" in conf or now >= state["next_config"]:
-        # An explicit list is compared every call (it is small); a pillar-derived one at the
-        # poll interval (a pillar refresh rebuilds the beacon anyway).
-        files, tunables = _resolved(conf)
-        watcher = state["watcher"]
-        for key, value in tunables.items():
-            setattr(watcher, key, value)
-        state["next_config"] = now + tunables["poll_interval"]
-        if watcher.set_files(files):
-            log.info("ccc_settings: now watching %d settings files", len(watcher.files))
-    return [{"tag": event["stack"], **event} for event in state["watcher"].poll()]
+        _reconfigure(conf, name, errors, state, now)
+    events = [{"tag": event["stack"], **event} for event in state["watcher"].poll()]
+    if "from_pillar" in conf:
+        events = _pillar_health(name, errors, events, state["watcher"], now)
+    return events
 
 
 def close(config):

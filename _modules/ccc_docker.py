@@ -27,6 +27,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ccc_containers  # noqa: E402  (sibling module, also loaded by Salt)
 import ccc_hostkeys  # noqa: E402
+import ccc_moves  # noqa: E402
 import ccc_pins  # noqa: E402
 import ccc_safefs  # noqa: E402
 import ccc_settings  # noqa: E402
@@ -36,6 +37,7 @@ try:
     import docker
     import docker.errors
     import docker.types
+    import requests.exceptions
 except ImportError:  # pragma: no cover - reported by __virtual__
     docker = None
 
@@ -44,6 +46,8 @@ log = logging.getLogger(__name__)
 __virtualname__ = "ccc_docker"
 
 SECRET_LABEL_MARKERS = (".password",)
+# A Docker engine that does not answer (stopped, restarting, socket gone).
+ENGINE_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout) if docker else ()
 # The contract variables ccc_containers sets (they win over EXTRA_ENVS): shown as they are. Any
 # other variable of a spec comes from the admin's EXTRA_ENVS (tokens) and is masked by ``redact``.
 SHOWN_ENV = frozenset({
@@ -53,6 +57,11 @@ SHOWN_ENV = frozenset({
 })
 # In ccc:node:state_dir: the ids of the containers this role created (see ``is_managed``).
 RECORD_FILE = "managed-containers.json"
+# In that record, beside the ids: the name of a container being created, until its id is recorded.
+CREATING = "creating:"
+# A recreate's names for the new and the old container while it swaps them (``_settle_swap``).
+SWAP_SUFFIXES = (".ccc-new", ".ccc-old")
+NEVER_STARTED = "0001-01-01T00:00:00Z"  # Docker's State.StartedAt of a container never started
 STOP_TIMEOUT = 10
 
 
@@ -93,6 +102,8 @@ def image_lookup_for(client, pull):
                 return None, f"pull failed: {exc.explanation or exc}"
         except docker.errors.APIError as exc:
             return None, f"image lookup failed: {exc.explanation or exc}"
+        except ENGINE_ERRORS:
+            return None, "the Docker engine of this node does not answer"
         config = image.attrs.get("Config") or {}
         return {"id": image.id, "labels": config.get("Labels") or {}, "env": config.get("Env") or []}, None
 
@@ -108,10 +119,12 @@ def _split_reference(ref):
     return ref, "latest"
 
 
-def github_keys_for(cluster, fetch):
+def github_keys_for(cluster, fetch, cache_dir):
     """
     Return ``keys(login) -> (keys, error)`` that fetches GitHub keys and falls back to the
-    last fetched copy (kept under the state dir) when GitHub cannot be reached.
+    last fetched copy when GitHub cannot be reached. The copy is a node-local cache
+    (``<ccc:node:state_dir>/github-keys``): nothing is ever written below a storage root that is
+    not mounted.
 
     CLI Example:
 
@@ -119,7 +132,6 @@ def github_keys_for(cluster, fetch):
 
         salt-call ccc_containers.resolve box1  # shows the keys a deploy would use
     """
-    cache_dir = os.path.join(cluster["state_dir"], "github-keys")
 
     def keys(login):
         cache_file = os.path.join(cache_dir, f"{login}.keys")
@@ -131,7 +143,11 @@ def github_keys_for(cluster, fetch):
                     text = response.read(65536).decode("utf-8", "replace")
                 found = [line.strip() for line in text.splitlines() if line.strip()]
                 good = [line for line in found if not ccc_settings.check_pubkeys(line)]
-                _write_file_atomic(cache_file, "\n".join(good) + "\n", 0o644)
+                try:
+                    os.makedirs(cache_dir, mode=0o700, exist_ok=True)  # node-local, not a storage root
+                    _write_file_atomic(cache_file, "\n".join(good) + "\n", 0o644, root=cache_dir)
+                except OSError as exc:
+                    log.warning("cannot cache the GitHub keys of %s: %s", login, exc)
                 return good, None
             except (urllib.error.URLError, OSError, ValueError) as exc:
                 error = f"could not fetch the keys of GitHub user {login!r} ({exc})"
@@ -169,7 +185,7 @@ def node_facts(ccc, minion_id, client, pull=True, fetch=True):
         docker_gid=docker_gid,
         host_timezone_files=[p for p in ("/etc/timezone", "/etc/localtime") if os.path.exists(p)],
         image_lookup=image_lookup_for(client, pull),
-        github_keys=github_keys_for(cluster, fetch),
+        github_keys=github_keys_for(cluster, fetch, os.path.join(node["state_dir"], "github-keys")),
     )
 
 
@@ -371,6 +387,8 @@ def is_managed(client, attrs, recorded=None):
     record. The label alone proves nothing: a container inherits its image's labels and anyone
     with Docker access can set one. ``attrs``: inspect data or a list summary; ``recorded``:
     the ids when already read. The one definition everything that acts on containers uses.
+    A container whose create was cut short before its id was recorded counts by its name,
+    recorded before the create (``_create_recorded``), so the next apply can remove it.
 
     CLI Example:
 
@@ -381,7 +399,13 @@ def is_managed(client, attrs, recorded=None):
     labels = attrs["Labels"] if "Labels" in attrs else _labels(attrs)
     if (labels or {}).get(ccc_containers.MANAGED_BY_LABEL) != ccc_containers.MANAGED_BY_VALUE:
         return False
-    return attrs["Id"] in (recorded_ids(client) if recorded is None else recorded)
+    recorded = recorded_ids(client) if recorded is None else recorded
+    return attrs["Id"] in recorded or CREATING + _name(attrs) in recorded
+
+
+def _name(attrs):
+    """The container's name, from inspect data or a list summary."""
+    return (attrs.get("Name") or (attrs.get("Names") or [""])[0]).lstrip("/")
 
 
 def create_kwargs(client, spec):
@@ -521,12 +545,14 @@ def spec_diff(old, new):
     return redact(diff)
 
 
-def _write_file_atomic(path, text, mode, owner=None):
-    """Replace a root-side file (state dir, node record) atomically; its folder is made if its
-    parent exists, never below a missing storage root."""
+def _write_file_atomic(path, text, mode, owner=None, root=None):
+    """Replace a root-side file (state dir, node record, cache) atomically. Missing folders are
+    made below ``root`` (default: the file's grandparent), never a missing ``root`` itself: that
+    is a storage root that is not mounted."""
     directory = os.path.dirname(path)
-    if not os.path.isdir(os.path.dirname(directory)):
-        raise FileNotFoundError(f"{os.path.dirname(directory)} does not exist on this node (storage not mounted?)")
+    root = root or os.path.dirname(directory)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{root} does not exist on this node (storage not mounted?)")
     os.makedirs(directory, mode=0o700, exist_ok=True)
     fd = ccc_safefs.open_root(directory)
     try:
@@ -621,13 +647,37 @@ def _prepare_node(cluster, node, resolution, test):
 
 def apply_resolution(client, cluster, resolution, test=False, node=None):
     """
+    Make Docker match one resolution (see ``_apply``); a Docker engine that does not answer is
+    a failure of this container that the user is told about, never a silent skip.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.deploy box1 test=True
+    """
+    try:
+        attrs, settled = _settle_swap(client, resolution["stack"], resolution["action"] != "remove", test)
+        return _with_settled(_apply(client, cluster, resolution, attrs, test, node), settled, test)
+    except ENGINE_ERRORS as exc:
+        message = "the Docker engine of this node does not answer (the admins were told)"
+        if not test and resolution["node"] in (resolution.get("placement") or []):
+            owner = (cluster["nfs_user"]["uid"], cluster["nfs_user"].get("gid", cluster["nfs_user"]["uid"]))
+            write_feedback(resolution, f"NOT deployed on {resolution['node']}: {message}", owner)
+            _note_here(cluster, resolution, running=False, error=message)
+        return _failure(f"{resolution['stack']}: {message}: {exc}")
+
+
+def _apply(client, cluster, resolution, attrs, test=False, node=None):
+    """
     Make Docker match one resolution. Returns ``{"result", "changes", "comment"}``.
 
     ``run``: create or recreate (only when the spec hash changed; the new container is created
     before the old one is removed, so a failing create leaves the old one running), start it if
     stopped, reattach missing networks. ``remove``: remove the managed container, purge the
     stack's data if asked. ``hold``: change nothing and fail with the reasons. ``node``: the
-    node settings (``binds_dir``, where the pin sets live).
+    node settings (``binds_dir``, where the pin sets live). ``attrs``: the container named
+    ``<stack>`` once a recreate that a killed run left half done is settled (``_settle_swap``).
 
     CLI Example:
 
@@ -638,7 +688,6 @@ def apply_resolution(client, cluster, resolution, test=False, node=None):
     stack = resolution["stack"]
     owner = (cluster["nfs_user"]["uid"], cluster["nfs_user"].get("gid", cluster["nfs_user"]["uid"]))
     notes = list(resolution["notes"])
-    attrs = _inspect(client, stack)
     if attrs is not None and not is_managed(client, attrs):
         return _failure(f"a container named {stack!r} exists but is not managed by ccc-salt; not touching it")
 
@@ -650,7 +699,14 @@ def apply_resolution(client, cluster, resolution, test=False, node=None):
 
     node = node or ccc_containers.node_settings({}, resolution["node"])
     if resolution["action"] == "remove":
-        return _apply_remove(client, cluster, resolution, attrs, owner, test, node["binds_dir"])
+        if attrs is not None and resolution.get("placement") and not resolution["reason"].startswith("DISABLED"):
+            kept = _keep_for_move(cluster, resolution, owner, test)
+            if kept is not None:
+                return kept
+        outcome = _apply_remove(client, cluster, resolution, attrs, owner, test, node["binds_dir"])
+        if not test:
+            ccc_moves.clear(cluster["state_dir"], stack, resolution["node"])
+        return outcome
 
     try:
         spec, created_dirs = _prepare_node(cluster, node, resolution, test)
@@ -659,6 +715,8 @@ def apply_resolution(client, cluster, resolution, test=False, node=None):
                    "put the real folder back (the container keeps running as it was)")
         if not test:
             write_feedback(resolution, message, owner)
+            if not _running(attrs):  # a running copy here stays what the markers say
+                _note_here(cluster, resolution, running=False, error="a user folder is not a real folder")
         return _failure(f"{stack}: refusing a user path: {exc.strerror}")
     except FileNotFoundError as exc:
         if not test:
@@ -674,13 +732,64 @@ def apply_resolution(client, cluster, resolution, test=False, node=None):
         message = f"Docker refused the container, nothing was changed: {exc.explanation or exc}"
         resolution = dict(resolution, user_messages=resolution["user_messages"] + [message])
         write_feedback(resolution, "NOT deployed: " + message, owner)
+        if not _running(_inspect(client, stack)):
+            _note_here(cluster, resolution, running=False, error="Docker refused the container")
         return _failure(f"{stack}: {message}", changes)
     _release_unused_pins(client, node["binds_dir"], stack)
     write_feedback(resolution, outcome, owner, changed=bool(changes))
     comment = f"{stack}: {outcome} ({resolution['reason']})"
     if resolution["settings_status"] == "rejected":
         notes.append("user settings rejected: " + "; ".join(resolution["user_messages"][1:]))
-    return {"result": True, "changes": changes, "comment": _join(comment, notes)}
+    result = {"result": True, "changes": changes, "comment": _join(comment, notes)}
+    kept = _note_here(cluster, resolution, running=True)
+    if kept:
+        result["announce"] = kept  # nodes keeping an old copy: they remove it when told
+    return result
+
+
+def _running(attrs):
+    return bool(attrs and (attrs.get("State") or {}).get("Running"))
+
+
+def _settings_since(resolution):
+    """When the user last saved the settings file (0 without one): a move is confirmed only by
+    a marker written after it."""
+    paths = resolution.get("paths") or {}
+    if not paths.get("settings_folder") or resolution.get("settings_status") != "applied":
+        return 0  # no file, or a rejected one: the placement is the one already accepted
+    return ccc_userdirs.mtime(paths["settings_folder"], os.path.basename(paths["settings_file"])) or 0
+
+
+def _note_here(cluster, resolution, running, error=None):
+    """Write this node's marker for the stack when it changed; returns the nodes outside the
+    placement that still keep a copy (best effort: the shared storage may be away)."""
+    stack, here = resolution["stack"], resolution["node"]
+    try:
+        markers = ccc_moves.read(cluster["state_dir"], stack)
+        if ccc_moves.needs_note(markers.get(here), running, error, _settings_since(resolution)):
+            ccc_moves.write(cluster["state_dir"], stack, here, running, error)
+    except OSError as exc:
+        log.warning("cannot record the state of %s on %s: %s", stack, here, exc)
+        return []
+    return ccc_moves.kept_elsewhere(markers, resolution.get("placement") or []) if running else []
+
+
+def _keep_for_move(cluster, resolution, owner, test):
+    """
+    Make-before-break: the container is placed on other nodes; keep this copy running until
+    one of them reports it running for the current settings. Returns the state result when the
+    copy is kept, None when it may go.
+    """
+    stack, here, placement = resolution["stack"], resolution["node"], resolution["placement"]
+    since = _settings_since(resolution)
+    ok, why = ccc_moves.confirmed(ccc_moves.read(cluster["state_dir"], stack), placement, here, since)
+    if ok:
+        return None
+    comment = f"{stack}: {'would be' if test else 'is'} kept running on {here} until {', '.join(placement)} runs it: {why}"
+    if not test:
+        ccc_moves.write(cluster["state_dir"], stack, here, True, kept=True)
+        write_feedback(resolution, f"still running on {here}: moving to {', '.join(placement)}, where {why}", owner)
+    return {"result": True, "changes": {}, "comment": comment}
 
 
 def _test_run(resolution, spec, attrs, notes):
@@ -704,17 +813,88 @@ def _store_settings(resolution, owner, changes):
         changes["settings_file"] = f"wrote the default {paths['settings_file']}"
     if resolution.get("settings_to_store") is not None:
         if _read_json(paths["last_good_file"]) != resolution["settings_to_store"]:
-            _write_file_atomic(paths["last_good_file"], json.dumps(resolution["settings_to_store"], sort_keys=True), 0o600)
+            _write_file_atomic(paths["last_good_file"], json.dumps(resolution["settings_to_store"], sort_keys=True), 0o600,
+                               root=os.path.dirname(os.path.dirname(os.path.dirname(paths["last_good_file"]))))
 
 
 def _release_unused_pins(client, binds_dir, stack):
     """Unmount the pin sets of ``stack`` that none of its containers (swap leftovers too) uses."""
-    users = [attrs for attrs in (_inspect(client, name) for name in (stack, f"{stack}.ccc-new", f"{stack}.ccc-old"))
-             if attrs is not None]
+    users = [attrs for attrs in (_inspect(client, name) for name in (stack, *_swap_names(stack))) if attrs is not None]
     ccc_pins.release(binds_dir, stack, keep=ccc_pins.sets_in_use(users, binds_dir, stack) or {"-"})
 
 
+def _swap_names(stack):
+    """The names of a recreate's new and old container while it swaps them (``_apply_run``)."""
+    return tuple(stack + suffix for suffix in SWAP_SUFFIXES)
+
+
+def _ever_started(attrs):
+    state = attrs.get("State") or {}
+    return bool(state.get("Running")) or state.get("StartedAt", NEVER_STARTED) not in ("", NEVER_STARTED)
+
+
+def _swap_plan(real, new, old):
+    """
+    How to finish or undo a recreate that a killed run left half done, from ``<stack>`` (``real``)
+    and its managed leftovers: ``(containers to remove, container to rename back to <stack>)``.
+    Once the new container has started the swap is finished (the old one goes, as the swap would
+    have removed it); before that it is undone, so the last good container is never lost to a
+    spec Docker may not start. A ``.ccc-new`` never ran as the real one: it always goes.
+    """
+    if old is not None and (real is None or not _ever_started(real)):
+        return [attrs for attrs in (new, real) if attrs is not None], old
+    return [attrs for attrs in (new, old) if attrs is not None], None
+
+
+def _settle_swap(client, stack, start, test):
+    """
+    Finish or undo a swap of ``stack`` that a killed run left half done (``_swap_plan``), first
+    in every apply: leftovers never outlive it and the stack never stays without ``<stack>``.
+    ``start``: start a container renamed back (the swap had stopped it; not when removing).
+    Returns ``(attrs of <stack> once settled, what was done)``; a test run only says what it
+    would do, with the container that would then be ``<stack>``.
+    """
+    new_name, old_name = _swap_names(stack)
+    recorded = recorded_ids(client)
+    real, new, old = (_inspect(client, name) for name in (stack, new_name, old_name))
+    if real is not None and not is_managed(client, real, recorded):
+        return real, {}  # not ours: the apply refuses, and leaves this stack's leftovers alone too
+    new, old = (attrs if attrs is not None and is_managed(client, attrs, recorded) else None for attrs in (new, old))
+    remove, restore = _swap_plan(real, new, old)
+    done = {"removed": sorted(_name(attrs) for attrs in remove)} if remove else {}
+    if restore is not None:
+        done["restored"] = f"{old_name} as {stack}" + (", started" if start and not _running(restore) else "")
+    if test:
+        return (restore if restore is not None else real), done
+    for attrs in remove:
+        _stop_and_remove(client, attrs)
+    if CREATING + new_name in recorded:
+        _record_change(client, drop=[CREATING + new_name])  # its create was cut short
+    if restore is not None:
+        client.api.rename(restore["Id"], stack)
+        if start and not _running(restore):
+            try:
+                client.api.start(restore["Id"])
+            except docker.errors.APIError as exc:  # e.g. its pins are gone (reboot): the apply goes on
+                log.warning("could not start %s again after undoing its interrupted recreate: %s", stack, exc)
+                done["restored"] = f"{old_name} as {stack}, not started: {exc.explanation or exc}"
+    if done:
+        log.warning("%s: settled a recreate that a killed run left half done: %s", stack, done)
+    return (_inspect(client, stack) if done else real), done
+
+
+def _with_settled(result, settled, test):
+    """An apply's result, with the settling of an interrupted recreate among its changes."""
+    if not settled:
+        return result
+    verb = "would settle" if test else "settled"
+    return dict(result, changes=dict(result["changes"], swap_settled=settled),
+                comment=_join(result["comment"], [f"{verb} an interrupted recreate: {settled}"]),
+                result=None if test and result["result"] is True else result["result"])
+
+
 def _apply_run(client, spec, attrs, changes):
+    """Create, recreate (swap) or start the container; every step may be killed (``_settle_swap``)."""
     wanted_hash = spec["labels"][ccc_containers.SPEC_HASH_LABEL]
     if attrs is not None and _labels(attrs).get(ccc_containers.SPEC_HASH_LABEL) == wanted_hash:
         missing = [net for net in spec["networks"] if net not in _attached_networks(attrs)]
@@ -728,11 +908,7 @@ def _apply_run(client, spec, attrs, changes):
             return "started (it was stopped)"
         return "running, unchanged" if not missing else "running, networks reattached"
 
-    new_name, old_name = f"{spec['name']}.ccc-new", f"{spec['name']}.ccc-old"
-    for leftover_name in (new_name, old_name):
-        leftover = _inspect(client, leftover_name)
-        if leftover is not None and is_managed(client, leftover):
-            _remove_recorded(client, leftover["Id"])
+    new_name, old_name = _swap_names(spec["name"])  # no leftovers: _settle_swap ran first
     created = _create_recorded(client, new_name, spec)
     try:
         for network in spec["networks"][1:]:
@@ -771,11 +947,21 @@ def _apply_run(client, spec, attrs, changes):
 
 
 def _create_recorded(client, name, spec):
-    """Create a container and record it at once: it is ours even if this run dies before the swap."""
-    recorded_ids(client)  # a first run adopts the labelled containers before this one exists
-    created = client.api.create_container(name=name, **create_kwargs(client, spec))
+    """
+    Create a container and record it at once: it is ours even if this run dies before the swap.
+    Its name is recorded before the create (a first run also adopts the labelled containers
+    then, before this one exists), so one created by a run killed before its id was recorded
+    still counts as ours (``is_managed``) and the next apply removes it (``_settle_swap``).
+    """
+    marker = CREATING + name
+    _record_change(client, add=[marker])
     try:
-        _record_change(client, add=[created["Id"]])
+        created = client.api.create_container(name=name, **create_kwargs(client, spec))
+    except Exception:
+        _record_change(client, drop=[marker])
+        raise
+    try:
+        _record_change(client, add=[created["Id"]], drop=[marker])
     except Exception:
         client.api.remove_container(created["Id"], v=True, force=True)
         raise
@@ -850,7 +1036,10 @@ def _join(comment, notes):
 def managed_containers(client):
     """
     Map STACK_NAME -> container attrs summary for every container ccc-salt manages on this
-    engine (``is_managed``: labelled and recorded; a label alone is never enough).
+    engine (``is_managed``: labelled and recorded; a label alone is never enough). A stack is
+    its container named exactly STACK_NAME: a leftover of an interrupted recreate
+    (``_settle_swap``) stands for it only while there is none, so it never hides the real one
+    but orphans, clean and pin releases still see a stack that has only leftovers.
 
     CLI Example:
 
@@ -858,13 +1047,22 @@ def managed_containers(client):
 
         salt-call ccc_docker.managed
     """
+    return {stack: found[0] for stack, found in _managed_by_stack(client).items()}
+
+
+def _managed_by_stack(client):
+    """STACK_NAME -> the summaries of all its managed containers, the one named STACK_NAME
+    first, then its ``.ccc-old`` (the container a half-done recreate rolls back to)."""
     found = {}
     recorded = recorded_ids(client)
     label_filter = f"{ccc_containers.MANAGED_BY_LABEL}={ccc_containers.MANAGED_BY_VALUE}"
     for summary in client.api.containers(all=True, filters={"label": label_filter}):
         stack = (summary.get("Labels") or {}).get(ccc_containers.STACK_LABEL)
         if stack and is_managed(client, summary, recorded):
-            found[stack] = summary
+            found.setdefault(stack, []).append(summary)
+    for stack, summaries in found.items():
+        summaries.sort(key=lambda summary: (_name(summary) != stack, _name(summary) != _swap_names(stack)[1],
+                                            _name(summary)))
     return found
 
 
@@ -910,12 +1108,12 @@ def remove_orphans_from(client, known_stacks, test=False, max_share=0.5, force=F
 
         salt-call state.apply containers  # the ccc-containers-orphans state runs this
     """
-    managed = managed_containers(client)
+    managed = _managed_by_stack(client)
     orphans = sorted(stack for stack in managed if stack not in known_stacks)
     refused = orphan_refusal(orphans, len(managed), max_share, force, pillar_errors)
     if not test and refused is None:
-        for stack in orphans:
-            attrs = _inspect(client, managed[stack]["Id"])
+        for summary in (summary for stack in orphans for summary in managed[stack]):  # leftovers too
+            attrs = _inspect(client, summary["Id"])
             if attrs is not None:
                 _stop_and_remove(client, attrs)
     return {"orphans": orphans, "managed": len(managed), "refused": refused}
@@ -1110,7 +1308,15 @@ def deploy(name, test=False):
     notices = __pillar__.get("ccc_notice")
     if isinstance(notices, dict) and isinstance(notices.get(name), str):
         resolution = dict(resolution, user_messages=list(resolution.get("user_messages") or []) + [notices[name][:300]])
-    return apply_resolution(_client(), cluster, resolution, test=test, node=_node(ccc))
+    outcome = apply_resolution(_client(), cluster, resolution, test=test, node=_node(ccc))
+    if outcome.pop("announce", None):
+        # Another node keeps an old copy for a move: tell the master, which redeploys the stack
+        # there (it removes the copy now that this node runs it). Masterless: nothing listens.
+        try:
+            __salt__["event.send"](f"ccc/moved/{name}", {"stack": name})
+        except Exception as exc:  # noqa: BLE001 - a lost announcement only delays the removal
+            log.warning("could not announce that %s runs here: %s", name, exc)
+    return outcome
 
 
 def managed():
@@ -1128,7 +1334,8 @@ def managed():
 
 def remove(name, test=False):
     """
-    Remove the ccc-salt container ``name`` from this node (never its data).
+    Remove the ccc-salt container ``name`` from this node (never its data), and the leftovers
+    of an interrupted recreate of it.
 
     CLI Example:
 
@@ -1136,15 +1343,20 @@ def remove(name, test=False):
 
         salt-call ccc_docker.remove box1 test=True
     """
-    attrs = _inspect(_client(), name)
-    if attrs is None:
-        return {"result": True, "changes": {}, "comment": f"{name} is not on this node"}
-    if not is_managed(_client(), attrs):
+    client = _client()
+    attrs = _inspect(client, name)
+    if attrs is not None and not is_managed(client, attrs):
         return _failure(f"a container named {name!r} exists but is not managed by ccc-salt; not touching it")
+    found = [found for found in (attrs, *(_inspect(client, leftover) for leftover in _swap_names(name)))
+             if found is not None and is_managed(client, found)]
+    if not found:
+        return {"result": True, "changes": {}, "comment": f"{name} is not on this node"}
     if not test:
-        _stop_and_remove(_client(), attrs)
-    return {"result": None if test else True, "changes": {"removed": name},
-            "comment": f"{name} {'would be' if test else 'was'} removed"}
+        for each in found:
+            _stop_and_remove(client, each)
+    removed = ", ".join(_name(each) for each in found)
+    return {"result": None if test else True, "changes": {"removed": removed},
+            "comment": f"{removed} {'would be' if test else 'was'} removed"}
 
 
 def remove_orphans(test=False):

@@ -142,3 +142,16 @@ def existing(entries):
 def remove(entries):
     """Remove each entry (trees included) by descriptor; a link is removed, never followed."""
     return [display(entry) for entry, parent in _parents(entries) if ccc_safefs.remove_at(parent, entry["parts"][-1])]
+
+
+def mtime(folder, name):
+    """When ``name`` in a user folder was last changed (None when missing); never followed."""
+    fd = open_folder(folder)
+    if fd is None:
+        return None
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(fd)

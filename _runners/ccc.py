@@ -14,7 +14,8 @@ bounds the redeploys of users who save very often (applies that changed nothing,
 edit seen by several nodes' beacons, do not count); a held-back apply tells the user why in
 ``<STACK>.deploy``. The record is one JSON file under the master's cachedir, read and changed
 only under an fcntl lock: reactor worker threads and the schedule run these concurrently, and
-per-user counts span stacks.
+per-user counts span stacks. Full reconciles of a node (``reconcile_node``, after its Docker
+engine restarted) are coalesced the same way: at most one queued or running per node.
 """
 
 import contextlib
@@ -22,6 +23,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import sys
 import time
 
@@ -45,6 +47,8 @@ NOTICE_LIMIT = 300
 # of its containers anyway.
 PROBE_AFTER = 10
 PROBE_WAIT = 2
+# What reactor/engine_restarted.sls accepts as a minion id (checked again here).
+MINION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
 
 def __virtual__():
@@ -167,7 +171,8 @@ def targets(stack):
 
 @contextlib.contextmanager
 def _record():
-    """The redeploy record ``{"stacks": {stack: entry}, "users": {email: [apply times]}}``, locked;
+    """The redeploy record ``{"stacks": {stack: entry}, "users": {email: [apply times]},
+    "nodes": {minion: entry}}`` (``nodes``: full reconciles, see ``reconcile_node``), locked;
     written back (atomically) when changed, also when the caller failed half-way (a pending mark
     must not be lost). An unreadable record starts over: the worst is one extra apply."""
     root = os.path.join(__opts__["cachedir"], "ccc-redeploy")
@@ -182,7 +187,7 @@ def _record():
             record = {}
         if not isinstance(record, dict):
             record = {}
-        for key in ("stacks", "users"):
+        for key in ("stacks", "users", "nodes"):
             record[key] = record.get(key) if isinstance(record.get(key), dict) else {}
         before = json.dumps(record, sort_keys=True)
         try:
@@ -232,6 +237,16 @@ class _Master:
             pub = None
         return (pub or {}).get("jid"), sorted((pub or {}).get("minions") or minions)
 
+    def reconcile(self, minion):
+        """Publish a full, queued ``state.apply containers`` on ``minion``; its jid, None on failure."""
+        try:
+            pub = self.client().run_job([minion], "state.apply", arg=["containers"], tgt_type="list",
+                                        kwarg={"queue": True})
+        except Exception as exc:  # noqa: BLE001 - the node stays pending; the next flush retries
+            log.warning("ccc: could not publish the reconcile of %s: %s", minion, exc)
+            pub = None
+        return (pub or {}).get("jid")
+
 
 def _gone(entry, returned, now, master):
     """The targets that will not return the entry's job (see ``PROBE_AFTER``); sends and reads probes."""
@@ -278,6 +293,28 @@ def _advance(record, stack, now, limits, master):
     else:
         record["stacks"][stack] = entry
     return result
+
+
+def _advance_node(record, minion, now, limits, master):
+    """
+    Decide for the full reconcile of ``minion`` and act on it: at most one such job queued or
+    running per node; a request meanwhile stays pending and ``flush`` publishes it once that job
+    has returned (or will not, see ``_gone``). No per-user limit: the ``ccc_docker`` beacon fires
+    at most once per ``min_interval`` per node.
+    """
+    entry, done = dict(record["nodes"].get(minion) or {}), set()
+    if entry.get("jid"):
+        returns = master.returns(entry["jid"])
+        done = set(returns) | _gone(entry, returns, now, master)
+    action, entry = _decide(entry, (), done, now, limits)
+    if action == "apply":
+        jid = master.reconcile(minion)
+        entry.update(jid=jid or None, targets=[minion], started=now, pending=not jid)
+    if action == "idle":
+        record["nodes"].pop(minion, None)
+    else:
+        record["nodes"][minion] = entry
+    return {"node": minion, "action": action, "jid": entry.get("jid")}
 
 
 def _prune_users(record, now, limits):
@@ -328,8 +365,35 @@ def flush():
     master, limits, now = _Master(), _limits(__opts__), time.time()
     with _record() as record:
         actions = {stack: _advance(record, stack, now, limits, master)["action"] for stack in sorted(record["stacks"])}
+        for minion in sorted(record["nodes"]):
+            actions[f"node:{minion}"] = _advance_node(record, minion, now, limits, master)["action"]
         _prune_users(record, now, limits)
     return actions
+
+
+def reconcile_node(node):
+    """
+    Apply ``containers`` in full on minion ``node``, queued: now, or (a full reconcile of that
+    node still queued or running) by ``ccc.flush`` once it has returned. The reactor calls this
+    when the node's Docker engine restarted (``ccc_docker`` beacon): its containers may have
+    stopped, and after a reboot only Salt can pin their bind sources again. ``node`` must be a
+    minion whose pillar the master has cached.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.reconcile_node node1
+    """
+    if not isinstance(node, str) or not MINION_ID_PATTERN.match(node):
+        return {"node": node, "action": None, "error": "not a minion id"}
+    master = _Master()
+    if node not in master.pillars():
+        return {"node": node, "action": None, "error": "no cached pillar for this minion"}
+    limits, now = _limits(__opts__), time.time()
+    with _record() as record:
+        record["nodes"].setdefault(node, {})["pending"] = True
+        return _advance_node(record, node, now, limits, master)
 
 
 def redeploy_status():

@@ -37,7 +37,10 @@ def running(name):
     the spec changed); on other nodes, or when DISABLED, it is removed from this node. Errors
     leave the container as it was and fail this state only.
     """
-    outcome = __salt__["ccc_docker.deploy"](name, test=bool(__opts__["test"]))
+    try:
+        outcome = __salt__["ccc_docker.deploy"](name, test=bool(__opts__["test"]))
+    except Exception as exc:  # noqa: BLE001 - counted in the summary, never lost in a traceback
+        outcome = {"result": False, "changes": {}, "comment": f"{name}: {type(exc).__name__}: {exc}"}
     _record(name, outcome["result"])
     return {"name": name, **outcome}
 

@@ -28,7 +28,12 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
         "pillar_roots": {"base": [str(p) for p in extra_pillar_roots] + [str(repo / "pillar"), str(site)]},
         "reactor": [
             {"salt/beacon/*/ccc_settings/*": [str(repo / "reactor" / "settings_changed.sls")]},
+            # A node now runs a moved container that another node still keeps: redeploy the
+            # stack, so the old node removes its copy (make-before-break, ccc_moves).
+            {"ccc/moved/*": [str(repo / "reactor" / "settings_changed.sls")]},
             {"salt/minion/*/start": [str(repo / "reactor" / "minion_start.sls")]},
+            # A node's Docker engine restarted (ccc_docker beacon): reconcile that node in full.
+            {"salt/beacon/*/ccc_docker/restarted": [str(repo / "reactor" / "engine_restarted.sls")]},
         ],
         # The ccc runner coalesces settings edits per stack; this applies the stacks left pending
         # once their job has ended (or their user's rate limit allows). A schedule of a few seconds

@@ -16,3 +16,11 @@ beacons:
     - from_pillar: ccc
     - interval: 1
     - disable_during_state_run: False
+{#- The ccc_docker beacon (_beacons/ccc_docker.py): this node's Docker engine (ccc:node:docker_url)
+    restarted or answers again -> salt/beacon/<minion id>/ccc_docker/restarted, at most once per
+    min_interval (30 s) -> the master reconciles the node. Idle cost: one non-blocking recv on an
+    open events stream per interval. #}
+  ccc_docker:
+    - from_pillar: ccc
+    - interval: 1
+    - disable_during_state_run: False

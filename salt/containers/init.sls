@@ -13,13 +13,11 @@ ccc-containers-network-{{ network }}:
 {%- endfor %}
 
 {%- for stack in selection.selected %}
+{#- No require on the networks: when the Docker engine is down every container state still runs,
+    fails with a reason the user reads in .deploy, and counts in the summary. #}
 ccc-container-{{ stack }}:
   ccc_container.running:
     - name: {{ stack }}
-    - require:
-{%-   for network in container_networks %}
-      - ccc_container: ccc-containers-network-{{ network }}
-{%-   endfor %}
 {%- endfor %}
 
 {#- Orphans are removed only on unfiltered runs and only when pillar does list containers. #}

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 import master_config
+import minion_config
 from support import site
 from support.nodes import node_dockerd, remove_managed_containers
 
@@ -77,8 +78,14 @@ def master(salt_factories, overrides_root, redeploy_limits):
         yield factory
 
 
+# How often a minion checks its master connection (production: minion_config.MASTER_ALIVE_INTERVAL).
+MASTER_ALIVE_INTERVAL = 10
+
+
 def _minion(master, node):
-    return master.salt_minion_daemon(node, overrides={"loop_interval": 1})
+    # ccc-salt's minion settings (scripts/minion_config.py); this master publishes on a random port
+    settings = minion_config.minion_config(MASTER_ALIVE_INTERVAL, master.config["publish_port"])
+    return master.salt_minion_daemon(node, overrides={"loop_interval": 1, **settings})
 
 
 @pytest.fixture(scope="package")

@@ -10,6 +10,8 @@ import pathlib
 import pytest
 import yaml
 
+import ccc_moves
+
 from support.site import SaltNode, sample_ccc
 
 NODE1_STACKS = {"ana-main", "ana-jupyter", "bor-main"}
@@ -170,7 +172,14 @@ def test_filters_orphans_moves_and_disabled_purge(node1, storage):
     assert code == 0 and set(k for k in results if k.startswith("ccc-container-")) == {"ccc-container-ana-main"}
     assert "bor-main" in managed(node1.client)
 
-    # bor-main moved to node2: node1 removes it; the home stays.
+    # bor-main moved to node2: node1 keeps it until node2 reports it running (make-before-break) ...
+    results, code = node1.apply('pillar={"users": "bor.kralj@example.org"}')
+    assert code == 0
+    assert "kept running on node1 until node2 runs it" in results["ccc-container-bor-main"]["comment"]
+    assert "still running on node1" in (settings_dir / "bor-main.deploy").read_text()
+    assert "bor-main" in managed(node1.client)
+    # ... then removes it; the home stays. (node2's marker, as node2 writes it once it runs bor-main.)
+    ccc_moves.write(str(pathlib.Path(storage) / "shared" / "user_data" / ".ccc-salt"), "bor-main", "node2", True)
     results, code = node1.apply('pillar={"users": "bor.kralj@example.org"}')
     assert code == 0
     assert results["ccc-container-bor-main"]["changes"]["removed"]

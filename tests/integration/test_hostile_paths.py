@@ -210,3 +210,28 @@ def test_each_container_sees_only_its_own_host_keys(node1, storage):
     settings.write_text(yaml.safe_dump({"ana-main": {"SHM_SIZE": "3g"}}))
     node1.apply()
     assert in_container(node1, "ana-main", "cat", "/home/.sshd/keys/ssh_host_ed25519_key.pub")[1] == ana
+
+
+def test_nothing_is_created_below_a_missing_storage_root(node1, storage, tmp_path):
+    """The NFS user-data root is not mounted: a successful GitHub key fetch caches the keys on
+    the node, and nothing (state dir, user folders, host keys) appears where the share belongs."""
+    keys = tmp_path / "github"
+    keys.mkdir()
+    (keys / "ana-gh.keys").write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKDz5T7C1Q1lP5pv3kJx9fBNm3bCZ8Hn0uJqYw0aPj9h gh\n")
+    node1.write_pillar({"cluster": {"github_keys_url": f"file://{keys}/{{login}}.keys"},
+                        "containers": [dict(c, USER_PUBKEY_FROM_GITHUB="ana-gh") if c["STACK_NAME"] == "ana-main" else c
+                                       for c in site.sample_ccc("node1")["containers"]]})
+    user_data = pathlib.Path(storage) / "shared" / "user_data"
+    user_data.rmdir()  # not mounted
+    results, code = node1.apply(check=False)
+    assert code != 0
+    assert results["ccc-container-ana-main"]["result"] is False
+    assert "storage not mounted" in results["ccc-container-ana-main"]["comment"]
+    assert not user_data.exists()
+    cached = pathlib.Path(storage) / "local" / "node-state" / "node1" / "github-keys" / "ana-gh.keys"
+    assert cached.read_text().startswith("ssh-ed25519 ")
+    assert managed(node1) == set()
+
+
+def managed(node):
+    return {c.labels["ccc.stack"] for c in node.client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"})}

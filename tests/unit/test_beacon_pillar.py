@@ -18,7 +18,8 @@ spec = importlib.util.spec_from_file_location("ccc_settings_beacon", REPO / "_be
 beacon_mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(beacon_mod)
 
-PILLAR_BEACONS = {"ccc_settings": [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state_run": False}]}
+PILLAR_BEACONS = {"ccc_settings": [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state_run": False}],
+                  "ccc_docker": [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state_run": False}]}
 RESEARCHER_STACKS = ["ana-jupyter", "ana-main", "bor-main"]
 EXPECTED = {"node1": RESEARCHER_STACKS, "node2": RESEARCHER_STACKS,
             "node3": RESEARCHER_STACKS + ["cene-thesis", "dara-course"]}

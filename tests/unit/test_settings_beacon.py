@@ -3,9 +3,11 @@ real files and real inotify in tmp_path, and the thin Salt wrapper (validate, be
 
 import builtins
 import importlib.util
+import logging
 import os
 import pathlib
 import threading
+import types
 
 import pytest
 
@@ -403,6 +405,8 @@ def salt_dunders(monkeypatch):
     monkeypatch.setattr(beacon_mod, "__context__", {}, raising=False)
     monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1"}, raising=False)
     monkeypatch.setattr(beacon_mod, "__pillar__", {}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__salt__", {}, raising=False)
+    monkeypatch.setattr(beacon_mod._holder(), "pillar_health", {})  # process-wide, like the watchers
     yield beacon_mod
     beacon_mod.close([])
 
@@ -478,3 +482,119 @@ def test_a_beacon_loader_rebuilt_without_close_loses_nothing(settings_dir, salt_
     assert new is not old and new._notifier.fileno() != fd  # opened before the old one closed
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# A pillar with render errors
+
+
+def _site_pillar(user_data, **extra):
+    return {"ccc": {
+        "cluster": {"mount_points": {"nfs": {"user_data": str(user_data)}},
+                    "beacon": {"quiet_period": 0, "poll_interval": 1}},
+        "user_types": {"researcher": {"allowed_nodes": ["node1"]}},
+        "users": {"ana@example.org": {"USER_TYPE": "researcher"}},
+        "containers": [{"STACK_NAME": "ana-main", "USER_EMAIL": "ana@example.org"}],
+    }, **extra}
+
+
+BROKEN = {"ccc": {"cluster": {}}, "_errors": ["Rendering SLS 'site.containers' failed: mapping values are not allowed here"]}
+
+
+@pytest.fixture
+def pillar_minion(tmp_path, salt_dunders, monkeypatch):
+    """The beacon as a minion runs it: a fake clock, refresh requests and warnings recorded, and
+    ``refresh(pillar)`` doing what Salt's pillar refresh does to a beacon (new pillar, new loader)."""
+    clock = FakeClock()
+    monkeypatch.setattr(beacon_mod, "time", type("Time", (), {"monotonic": staticmethod(clock)}))
+    refreshes, warnings = [], []
+    beacon_mod.__salt__["saltutil.refresh_pillar"] = lambda: refreshes.append(clock.now) or True
+    logger = logging.getLogger("ccc-settings-beacon-pillar-test")
+    logger.propagate = False
+    logger.addHandler(type("Keep", (logging.Handler,), {
+        "emit": lambda self, record: warnings.append(record.getMessage()) if record.levelno >= logging.WARNING else None})())
+    monkeypatch.setattr(beacon_mod, "log", logger)
+
+    def refresh(pillar):
+        monkeypatch.setattr(beacon_mod, "__pillar__", pillar)
+        monkeypatch.setattr(beacon_mod, "__context__", {})
+
+    settings = tmp_path / "user_data" / "ana@example.org" / "container-settings"
+    settings.mkdir(parents=True, exist_ok=True)
+    write(settings / "ana-main.yml", "ana-main: {}\n")
+    beacon_mod.__pillar__.update(_site_pillar(tmp_path / "user_data"))
+    return types.SimpleNamespace(clock=clock, refreshes=refreshes, warnings=warnings, refresh=refresh,
+                                 yml=settings / "ana-main.yml", good=_site_pillar(tmp_path / "user_data"))
+
+
+def test_a_broken_pillar_keeps_the_last_good_list_and_asks_for_refreshes_at_a_bounded_rate(pillar_minion):
+    m = pillar_minion
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"].files == {"ana-main": str(m.yml)}
+    m.refresh(BROKEN)  # an admin refreshed pillar while a site SLS was broken
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    watcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    assert watcher.files == {"ana-main": str(m.yml)} and watcher.quiet_period == 0
+    write(m.yml, "ana-main: {SHM_SIZE: 4g}\n")
+    events = []
+    for _ in range(60):  # one minute of beacon calls, one a second
+        m.clock.advance(1)
+        events += beacon_mod.beacon(PILLAR_CONFIG)
+    assert events == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]  # still fires
+    assert watcher is beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    assert watcher.files == {"ana-main": str(m.yml)}  # the reconfiguration kept it too
+    assert len(m.refreshes) == 6  # every max(poll_interval, 10 s), never every call
+    assert all(b - a >= beacon_mod.PILLAR_RETRY_MIN for a, b in zip(m.refreshes, m.refreshes[1:]))
+    assert len(m.warnings) == 1 and "render error" in m.warnings[0] and "mapping values" in m.warnings[0]
+    m.refresh(dict(BROKEN))  # each requested refresh rebuilds the beacon: still one warning
+    m.clock.advance(1)
+    assert beacon_mod.beacon(PILLAR_CONFIG) == [] and len(m.warnings) == 1
+
+
+def test_a_fixed_pillar_rebuilds_the_list_and_replays_the_changes_made_meanwhile(pillar_minion, tmp_path):
+    m = pillar_minion
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    m.refresh(BROKEN)
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    write(m.yml, "ana-main: {SHM_SIZE: 4g}\n")
+    m.clock.advance(1)
+    assert beacon_mod.beacon(PILLAR_CONFIG) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    other = tmp_path / "user_data" / "ana@example.org" / "container-settings" / "ana-gpu.yml"
+    write(other, "ana-gpu: {}\n")
+    fixed = m.good
+    fixed["ccc"]["containers"].append({"STACK_NAME": "ana-gpu", "USER_EMAIL": "ana@example.org"})
+    m.refresh(fixed)  # the refresh the beacon asked for, after the admin fixed the SLS
+    m.clock.advance(1)
+    assert beacon_mod.beacon(PILLAR_CONFIG) == [
+        {"tag": "ana-main", "stack": "ana-main", "change": "modified", "replay": True}]
+    watcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
+    assert watcher.files == {"ana-main": str(m.yml), "ana-gpu": str(other)}
+    assert "renders again" in m.warnings[-1]
+    asked = len(m.refreshes)
+    for _ in range(30):
+        m.clock.advance(1)
+        assert beacon_mod.beacon(PILLAR_CONFIG) == []  # replayed once only
+    assert len(m.refreshes) == asked  # no more refresh requests
+    write(other, "ana-gpu: {SHM_SIZE: 1g}\n")
+    m.clock.advance(1)
+    assert beacon_mod.beacon(PILLAR_CONFIG) == [{"tag": "ana-gpu", "stack": "ana-gpu", "change": "modified"}]
+
+
+def test_a_pillar_broken_from_the_start_watches_what_it_names_until_it_renders(pillar_minion):
+    m = pillar_minion
+    m.refresh(dict(_site_pillar(m.yml.parents[2]), _errors=["Rendering SLS 'site.nodes.node1' failed"]))
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"].files == {"ana-main": str(m.yml)}
+    m.clock.advance(beacon_mod.PILLAR_RETRY_MIN)
+    beacon_mod.beacon(PILLAR_CONFIG)
+    assert len(m.refreshes) == 1 and len(m.warnings) == 1
+
+
+def test_an_explicit_file_list_ignores_pillar_errors(settings_dir, pillar_minion):
+    m = pillar_minion
+    m.refresh(BROKEN)
+    config = [{"files": files_of(settings_dir / "ana-main.yml")}, {"quiet_period": 0}]
+    for _ in range(20):
+        m.clock.advance(1)
+        assert beacon_mod.beacon(config) == []
+    assert m.refreshes == [] and m.warnings == []

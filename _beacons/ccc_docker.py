@@ -1,0 +1,422 @@
+"""
+Beacon ``ccc_docker``: this node's Docker engine restarted, or answers again after it did not.
+
+After dockerd crashed or was killed and started again, the compute containers may stay exited
+(and after a reboot Docker cannot start them at all: their bind sources are pins that only Salt
+makes again). The beacon lets the master reconcile the node within seconds instead of at the next
+scheduled reconcile. It fires ``salt/beacon/<minion id>/ccc_docker/restarted`` with data
+``{"engine": "restarted", "away_s": <seconds the engine was seen not answering, 0 when the
+restart was faster than the poll>, "id": <minion id>}``; no user data.
+
+How it watches: it keeps one ``GET /events`` request open on the engine's API socket, filtered
+to ``type=daemon`` events (config reloads only, so the stream is silent). dockerd closes that
+connection when it stops, and the kernel closes it when dockerd is killed, so every restart is
+seen, however fast, without asking the engine anything while it runs. An idle poll is one
+non-blocking ``recv`` (no data: the same engine is still there). When the stream ends or cannot
+be opened, every poll tries again (a refused or missing socket fails at once); the first stream
+the engine answers afterwards fires the event. The socket is never blocked on: the minion runs
+beacons in its main loop, and a starting dockerd accepts connections before it answers them.
+
+* ``min_interval`` (s, default 30): at most one event per this many seconds, so a dockerd that
+  crash-loops (or a flapping socket) cannot make the node reconcile continuously. A restart seen
+  within it is not dropped: it fires once the interval has passed.
+* ``answer_timeout`` (s, default 30): a connection the engine accepted but has not answered
+  after this long is dropped and tried again (and counts as the engine not answering).
+* The first stream after the beacon starts fires nothing (a starting minion reconciles anyway),
+  unless the engine did not answer before it: then the reconcile at minion start has failed.
+
+Endpoints: ``unix://`` sockets and plain ``tcp://`` / ``http://`` (no TLS). On a unix socket
+only dockerd ends the stream; a proxy in front of a TCP endpoint that drops idle connections
+would cause an extra (harmless, rate-limited) reconcile.
+
+Configuration, either an explicit endpoint::
+
+    beacons:
+      ccc_docker:
+        - docker_url: unix:///var/run/docker.sock
+        - min_interval: 30
+        - interval: 1
+        - disable_during_state_run: False
+
+or, as ccc-salt's generic pillar ``pillar/ccc/beacons.sls`` does, the minion's own
+``ccc:node:docker_url`` (default ``unix:///var/run/docker.sock``)::
+
+    beacons:
+      ccc_docker:
+        - from_pillar: ccc
+        - interval: 1
+        - disable_during_state_run: False
+
+``disable_during_state_run`` must stay off: Salt would close the stream during every state run
+and miss a restart then. The watching logic is the plain-Python class ``EngineWatcher``;
+``beacon`` only wraps it.
+"""
+
+import errno
+import logging
+import select
+import socket
+import sys
+import time
+import types
+import urllib.parse
+
+log = logging.getLogger(__name__)
+
+__virtualname__ = "ccc_docker"
+
+# Same default as _modules/ccc_containers.py NODE_DEFAULTS (a test keeps them equal).
+DEFAULT_DOCKER_URL = "unix:///var/run/docker.sock"
+DEFAULTS = {"min_interval": 30.0, "answer_timeout": 30.0}
+RESERVED_KEYS = {"interval", "enabled", "run_once", "beacon_module", "disable_during_state_run", "_beacon_name"}
+CONTEXT_KEY = "ccc_docker.watcher"
+REGISTRY_MODULE = "_ccc_salt_docker_beacon_registry"
+EVENTS_REQUEST = (
+    "GET /events?filters=" + urllib.parse.quote('{"type":["daemon"]}', safe="") + " HTTP/1.1\r\n"
+    "Host: docker\r\nUser-Agent: ccc-salt-beacon\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
+).encode()
+MAX_HEAD = 16384
+REFUSED_RETRY = 60.0  # s: an engine that answers the stream with an error is asked again this often
+
+
+def __virtual__():
+    return __virtualname__
+
+
+# --------------------------------------------------------------------------------------------
+# The event stream (non-blocking HTTP over a socket)
+
+
+def endpoint(url):
+    """``(family, address)`` for a Docker URL; ``ValueError`` for one the beacon cannot watch."""
+    parsed = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    if parsed is None or parsed.scheme not in ("unix", "tcp", "http"):
+        raise ValueError(f"unsupported docker_url {url!r} (unix://, tcp:// or http:// without TLS)")
+    if parsed.scheme == "unix":
+        if not parsed.path.startswith("/"):
+            raise ValueError(f"docker_url {url!r} must name an absolute socket path")
+        return socket.AF_UNIX, parsed.path
+    if not parsed.hostname or not parsed.port:
+        raise ValueError(f"docker_url {url!r} must name a host and a port")
+    return socket.AF_INET6 if ":" in parsed.hostname else socket.AF_INET, (parsed.hostname, parsed.port)
+
+
+class EventStream:
+    """
+    One ``GET /events`` on the engine, never blocking. ``check()`` returns ``"waiting"`` (no
+    answer yet), ``"open"`` (the engine answered 200 and keeps the stream), ``"refused"`` (it
+    answered something else) or ``"closed"`` (the connection failed or ended).
+    """
+
+    def __init__(self, family, address):
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setblocking(False)
+        self.status = "waiting"
+        self.head = b""
+        self.sent = False
+        code = self.sock.connect_ex(address)
+        if code not in (0, errno.EINPROGRESS):
+            self.sock.close()
+            raise OSError(code, errno.errorcode.get(code, "connect failed"))
+
+    def _send(self):
+        """Send the request once the (TCP) connection is up; False while it is still connecting."""
+        writable = select.poll()  # not select.select: the minion may hold descriptors above 1024
+        writable.register(self.sock, select.POLLOUT)
+        if not writable.poll(0):
+            return False
+        code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code:
+            raise OSError(code, errno.errorcode.get(code, "connect failed"))
+        if self.sock.send(EVENTS_REQUEST) != len(EVENTS_REQUEST):
+            raise OSError(errno.EMSGSIZE, "request not sent whole")
+        self.sent = True
+        return True
+
+    def _read(self):
+        """Everything readable now: bytes, ``b""`` at the end of the stream, ``None`` for nothing."""
+        chunks = []
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return b"".join(chunks) or None
+            if not data:
+                return b""  # the end, even after some data: nothing follows it
+            chunks.append(data)
+
+    def check(self):
+        if self.status not in ("waiting", "open"):
+            return self.status
+        try:
+            if not self.sent and not self._send():
+                return self.status
+            data = self._read()
+        except OSError:
+            data = b""
+        if data == b"":
+            self.status = "closed"
+        elif data and self.status == "waiting":
+            self.head += data
+            if b"\r\n\r\n" in self.head:
+                status_line = self.head.split(b"\r\n", 1)[0].split()
+                self.status = "open" if status_line[1:2] == [b"200"] else "refused"
+                self.head = b""
+            elif len(self.head) > MAX_HEAD:
+                self.status = "refused"
+        return self.status
+
+    def close(self):
+        self.status = "closed"
+        self.sock.close()
+
+
+# --------------------------------------------------------------------------------------------
+# The watcher (plain Python, no Salt)
+
+
+class EngineWatcher:
+    """
+    Notice restarts of one Docker engine and report them, rate-limited.
+
+    ``poll()`` never blocks and returns ``[]`` or ``[{"engine": "restarted", "away_s": ...}]``.
+    ``clock`` is a monotonic clock in seconds; ``opener`` opens a stream (an ``EventStream``
+    stand-in in tests) or raises ``OSError`` when the engine cannot be reached.
+    """
+
+    def __init__(self, url, min_interval=DEFAULTS["min_interval"], answer_timeout=DEFAULTS["answer_timeout"],
+                 clock=time.monotonic, opener=None):
+        self.url = url
+        self.min_interval = min_interval
+        self.answer_timeout = answer_timeout
+        self.clock = clock
+        if opener is None:
+            family, address = endpoint(url)
+            opener = lambda: EventStream(family, address)
+        self._open = opener
+        self.stream = None
+        self.opened = None       # when the current stream was opened
+        self.answering = False   # the current stream is open: the engine answers
+        self.away_since = None   # the engine was seen not answering since then (None: not seen)
+        self.due = None          # a restart to report: how long the engine was away (s)
+        self.last_fired = None
+        self.retry_at = None     # after a refused stream: when to ask again
+        self._closed = False
+
+    def _away(self, now):
+        """The engine does not answer (now) or its stream ended (it stopped): remember since when."""
+        if self.away_since is None:
+            self.away_since = now
+            if self.answering:
+                log.warning("ccc_docker: the Docker engine at %s went away", self.url)
+        self.answering = False
+
+    def _drop(self):
+        if self.stream is not None:
+            self.stream.close()
+            self.stream = None
+
+    def _back(self, now):
+        """The engine answered a new stream: a restart when it was seen away since the last one."""
+        self.answering = True
+        if self.away_since is not None:
+            away = max(0.0, now - self.away_since)
+            log.warning("ccc_docker: the Docker engine at %s answers again (away %.1f s)", self.url, away)
+            self.due = away if self.due is None else max(self.due, away)
+            self.away_since = None
+
+    def _step(self, now):
+        """Advance the stream: open one when there is none, and see what it says. True when an
+        open stream just ended (the engine stopped; it may already be back)."""
+        if self.stream is None:
+            if self.retry_at is not None and now < self.retry_at:
+                return False
+            self.retry_at = None
+            try:
+                self.stream = self._open()
+            except OSError:
+                self._away(now)
+                return False
+            self.opened = now
+        status = self.stream.check()
+        if status == "waiting" and now - self.opened >= self.answer_timeout:
+            status = "closed"
+        if status == "open" and not self.answering:
+            self._back(now)
+        elif status == "closed":
+            ended = self.answering
+            self._drop()
+            self._away(now)
+            return ended
+        elif status == "refused":
+            self._drop()
+            self._back(now)  # it answers, but cannot stream: ask again later, keep quiet meanwhile
+            self.answering = False
+            self.retry_at = now + REFUSED_RETRY
+            log.error("ccc_docker: the Docker engine at %s refused the events stream; restarts go unseen", self.url)
+        return False
+
+    def poll(self):
+        """Return the restart to report now, if any; never blocks."""
+        if self._closed:
+            return []
+        now = self.clock()
+        if self._step(now):
+            self._step(now)  # open the next stream at once: a fast restart may already be done
+        if self.due is None or (self.last_fired is not None and now - self.last_fired < self.min_interval):
+            return []
+        event = {"engine": "restarted", "away_s": round(self.due, 1)}
+        self.due, self.last_fired = None, now
+        return [event]
+
+    def inherit(self, old):
+        """
+        Take over an older watcher's stream and what it knew (a rebuilt beacon loader), so a
+        restart around the rebuild is still reported, and the rate limit still holds. A
+        watcher of another endpoint only keeps the rate limit.
+        """
+        self.last_fired = old.last_fired
+        if old.url == self.url:
+            self.stream, old.stream = old.stream, None
+            for key in ("opened", "answering", "away_since", "due", "retry_at"):
+                setattr(self, key, getattr(old, key))
+        old.close()
+
+    def close(self):
+        self._closed = True
+        self._drop()
+
+    @property
+    def closed(self):
+        return self._closed
+
+
+# --------------------------------------------------------------------------------------------
+# Salt beacon interface
+
+
+def _merge(config):
+    merged = {}
+    if isinstance(config, dict):
+        merged.update(config)
+    else:
+        for item in config or []:
+            if isinstance(item, dict):
+                merged.update(item)
+    return merged
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def validate(config):
+    """Check the beacon configuration (the raw list of one-key dicts)."""
+    if not isinstance(config, list) or not all(isinstance(item, dict) for item in config):
+        return False, "ccc_docker: configuration must be a list of one-key dicts"
+    conf = _merge(config)
+    unknown = set(conf) - set(DEFAULTS) - RESERVED_KEYS - {"docker_url", "from_pillar"}
+    if unknown:
+        return False, f"ccc_docker: unknown keys {sorted(unknown)}"
+    if conf.get("disable_during_state_run"):
+        return False, ("ccc_docker: disable_during_state_run would close the events stream during every "
+                       "state run; leave it False")
+    if ("docker_url" in conf) == ("from_pillar" in conf):
+        return False, "ccc_docker: set exactly one of docker_url and from_pillar"
+    problems = [f"{key} must be a number of seconds >= 0" for key in DEFAULTS
+                if key in conf and (not _number(conf[key]) or conf[key] < 0)]
+    if "from_pillar" in conf and (not isinstance(conf["from_pillar"], str) or not conf["from_pillar"]):
+        problems.append("from_pillar must name a pillar key (ccc)")
+    if "docker_url" in conf:
+        try:
+            endpoint(conf["docker_url"])
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        return False, "ccc_docker: " + "; ".join(problems)
+    return True, "valid beacon configuration"
+
+
+def _loader_value(name):
+    """A Salt loader dunder as a plain dict (the loader wraps them in NamedLoaderContext)."""
+    value = globals().get(name)
+    value = value.value() if hasattr(value, "value") else value
+    return value if isinstance(value, dict) else {}
+
+
+def _resolved(conf):
+    """(docker_url, tunables) for this call: from the configuration or from pillar."""
+    url = conf.get("docker_url")
+    if "from_pillar" in conf:
+        pillar = _loader_value("__pillar__") or _loader_value("__opts__").get("pillar") or {}
+        ccc = pillar.get(conf["from_pillar"])
+        node = ccc.get("node") if isinstance(ccc, dict) else None
+        url = (node.get("docker_url") if isinstance(node, dict) else None) or DEFAULT_DOCKER_URL
+    return url, {key: conf.get(key, default) for key, default in DEFAULTS.items()}
+
+
+def _registry():
+    """
+    Live watchers by beacon name, kept across beacon loaders in this minion process: a pillar
+    refresh builds a new loader (empty ``__context__``) without calling ``close`` for beacons
+    configured in pillar (see ``_beacons/ccc_settings.py``); the new watcher takes the old one's
+    stream over, so no socket leaks and no restart around the refresh goes unreported.
+    """
+    holder = sys.modules.get(REGISTRY_MODULE)
+    if holder is None:
+        holder = types.ModuleType(REGISTRY_MODULE)
+        holder.watchers = {}
+        sys.modules[REGISTRY_MODULE] = holder
+    return holder.watchers
+
+
+def _watcher(conf):
+    """This beacon's watcher, made (or remade, when the endpoint changed) as needed; None when
+    the endpoint cannot be watched (logged once per endpoint)."""
+    url, tunables = _resolved(conf)
+    watcher = __context__.get(CONTEXT_KEY)
+    if watcher is not None and not watcher.closed and watcher.url == url:
+        watcher.min_interval, watcher.answer_timeout = tunables["min_interval"], tunables["answer_timeout"]
+        return watcher
+    name = conf.get("_beacon_name") or __virtualname__
+    try:
+        new = EngineWatcher(url, **tunables)
+    except ValueError as exc:
+        if __context__.get(CONTEXT_KEY + ".bad") != url:
+            log.error("ccc_docker: %s; the beacon does nothing", exc)
+            __context__[CONTEXT_KEY + ".bad"] = url
+        return None
+    old = watcher if watcher is not None and not watcher.closed else _registry().get(name)
+    if old is not None and old is not new and not old.closed:
+        new.inherit(old)
+    _registry()[name] = new
+    __context__[CONTEXT_KEY] = new
+    log.info("ccc_docker: watching the Docker engine at %s", url)
+    return new
+
+
+def beacon(config):
+    """
+    Fire ``{"tag": "restarted", "engine": "restarted", "away_s": ...}`` when this node's Docker
+    engine restarted (at most once per ``min_interval``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt node1 beacons.add ccc_docker "[{'from_pillar': 'ccc'}, {'interval': 1}]"
+    """
+    watcher = _watcher(_merge(config))
+    if watcher is None:
+        return []
+    return [{"tag": "restarted", **event} for event in watcher.poll()]
+
+
+def close(config):
+    """Close the events stream (Salt calls this on beacon refresh)."""
+    watcher = __context__.pop(CONTEXT_KEY, None)
+    name = _merge(config).get("_beacon_name") or __virtualname__
+    if watcher is not None:
+        watcher.close()
+        if _registry().get(name) is watcher:
+            del _registry()[name]
