@@ -546,19 +546,8 @@ def spec_diff(old, new):
 
 
 def _write_file_atomic(path, text, mode, owner=None, root=None):
-    """Replace a root-side file (state dir, node record, cache) atomically. Missing folders are
-    made below ``root`` (default: the file's grandparent), never a missing ``root`` itself: that
-    is a storage root that is not mounted."""
-    directory = os.path.dirname(path)
-    root = root or os.path.dirname(directory)
-    if not os.path.isdir(root):
-        raise FileNotFoundError(f"{root} does not exist on this node (storage not mounted?)")
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd = ccc_safefs.open_root(directory)
-    try:
-        ccc_safefs.write_file_at(fd, os.path.basename(path), text.encode("utf-8"), mode, owner)
-    finally:
-        os.close(fd)
+    """``ccc_safefs.replace_file`` for text."""
+    ccc_safefs.replace_file(path, text.encode("utf-8"), mode, owner, root)
 
 
 def _messages_part(report):

@@ -55,16 +55,9 @@ def read(state_dir, stack):
 
 def write(state_dir, stack, node, running, error=None, kept=False, now=None):
     """Record this node's state of ``stack``; never below a missing storage root."""
-    if not os.path.isdir(os.path.dirname(state_dir.rstrip("/"))):
-        raise FileNotFoundError(f"{os.path.dirname(state_dir)} does not exist on this node (storage not mounted?)")
-    folder = _folder(state_dir, stack)
-    os.makedirs(folder, mode=0o700, exist_ok=True)
     marker = {"running": bool(running), "error": error, "kept": bool(kept), "at": now or time.time()}
-    fd = ccc_safefs.open_root(folder)
-    try:
-        ccc_safefs.write_file_at(fd, f"{node}.json", json.dumps(marker).encode(), 0o600)
-    finally:
-        os.close(fd)
+    ccc_safefs.replace_file(os.path.join(_folder(state_dir, stack), f"{node}.json"), json.dumps(marker).encode(),
+                            0o600, root=os.path.dirname(state_dir.rstrip("/")))
 
 
 def clear(state_dir, stack, node):

@@ -174,6 +174,24 @@ def write_file_at(dir_fd, name, data, mode, owner=None):
         raise
 
 
+def replace_file(path, data, mode, owner=None, root=None):
+    """
+    Replace a root-side file (state dir, node record, cache, move marker) atomically with
+    ``write_file_at``. Missing folders are made below ``root`` (default: the file's
+    grandparent), never a missing ``root`` itself: that is a storage root that is not mounted.
+    """
+    directory = os.path.dirname(path)
+    root = root or os.path.dirname(directory)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"{root} does not exist on this node (storage not mounted?)")
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = open_root(directory)
+    try:
+        write_file_at(fd, os.path.basename(path), data, mode, owner)
+    finally:
+        os.close(fd)
+
+
 def create_file_at(dir_fd, name, data, mode, owner):
     """Create ``name`` only if nothing (not even a dangling symlink) is there; True if written."""
     try:

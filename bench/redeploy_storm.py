@@ -20,6 +20,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import master_config  # noqa: E402
+from redeploy_latency import _shm  # noqa: E402  (beside this script)
 
 SAVES = 60
 INTERVAL = 1.0
@@ -28,14 +29,6 @@ INTERVAL = 1.0
 @pytest.fixture(scope="package")
 def redeploy_limits():
     return master_config.master_config()["ccc_redeploy"]
-
-
-def _shm(daemon, name):
-    try:
-        attrs = daemon.client().api.inspect_container(name)
-    except Exception:  # noqa: BLE001 - absent while being swapped
-        return None
-    return attrs["HostConfig"]["ShmSize"] if attrs["State"]["Running"] else None
 
 
 class _Events:
