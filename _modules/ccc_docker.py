@@ -19,19 +19,24 @@ import json
 import logging
 import os
 import stat
-import sys
 import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ccc_containers  # noqa: E402  (sibling module, also loaded by Salt)
-import ccc_hostkeys  # noqa: E402
-import ccc_moves  # noqa: E402
-import ccc_pins  # noqa: E402
-import ccc_safefs  # noqa: E402
-import ccc_settings  # noqa: E402
-import ccc_userdirs  # noqa: E402
+from salt.exceptions import CommandExecutionError
+
+import ccc_hostkeys
+import ccc_mounts
+import ccc_moves
+import ccc_pillar
+import ccc_pins
+import ccc_report
+import ccc_resolver
+import ccc_rules
+import ccc_safefs
+import ccc_schema
+import ccc_settings_file
+import ccc_userdirs
 
 try:
     import docker
@@ -142,7 +147,7 @@ def github_keys_for(cluster, fetch, cache_dir):
                 with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - https URL from pillar
                     text = response.read(65536).decode("utf-8", "replace")
                 found = [line.strip() for line in text.splitlines() if line.strip()]
-                good = [line for line in found if not ccc_settings.check_pubkeys(line)]
+                good = [line for line in found if not ccc_schema.check_pubkeys(line)]
                 try:
                     os.makedirs(cache_dir, mode=0o700, exist_ok=True)  # node-local, not a storage root
                     _write_file_atomic(cache_file, "\n".join(good) + "\n", 0o644, root=cache_dir)
@@ -173,13 +178,13 @@ def node_facts(ccc, minion_id, client, pull=True, fetch=True):
 
         salt-call ccc_containers.resolve box1
     """
-    node = ccc_containers.node_settings(ccc, minion_id)
-    cluster = ccc_containers.cluster_settings(ccc)
+    node = ccc_pillar.node_settings(ccc, minion_id)
+    cluster = ccc_pillar.cluster_settings(ccc)
     try:
         docker_gid = grp.getgrnam("docker").gr_gid
     except KeyError:
         docker_gid = None
-    return ccc_containers.NodeFacts(
+    return ccc_resolver.NodeFacts(
         name=node["name"],
         compute_devices=node["compute_devices"],
         docker_gid=docker_gid,
@@ -229,20 +234,20 @@ def plan_container(ccc, stack, facts, stored=None, cluster=None):
 
         salt-call ccc_containers.resolve box1
     """
-    cluster = cluster or ccc_containers.cluster_settings(ccc)
-    record, _ = ccc_containers.container_record(ccc, stack, check=False)
+    cluster = cluster or ccc_pillar.cluster_settings(ccc)
+    record, _ = ccc_pillar.container_record(ccc, stack, check=False)
     settings_text = settings_error = last_good = None
-    if record and record.get("USER_EMAIL") and ccc_containers.EMAIL_PATTERN.match(str(record["USER_EMAIL"])):
-        paths = ccc_containers.settings_paths(cluster, record)
+    if record and record.get("USER_EMAIL") and ccc_rules.EMAIL_PATTERN.match(str(record["USER_EMAIL"])):
+        paths = ccc_pillar.settings_paths(cluster, record)
         try:
-            settings_text = ccc_settings.read_settings_file(paths["settings_file"])
-        except ccc_settings.SettingsError as exc:
+            settings_text = ccc_settings_file.read_settings_file(paths["settings_file"])
+        except ccc_settings_file.SettingsError as exc:
             settings_error = str(exc)
         last_good = _read_json(paths["last_good_file"])
     if stored is None:
         stored = stored_settings(cluster)
-    taken = ccc_containers.taken_subdomains(ccc, stored, except_stack=stack)
-    return ccc_containers.resolve_container(
+    taken = ccc_resolver.taken_subdomains(ccc, stored, except_stack=stack)
+    return ccc_resolver.resolve_container(
         ccc, stack, facts, settings_text=settings_text, settings_error=settings_error,
         last_good=last_good, taken=taken,
     )
@@ -260,9 +265,7 @@ def _inspect(client, name):
 
 
 def _command_error(message):
-    # Salt's CommandExecutionError inside Salt (loaded there already); a plain error outside it.
-    salt_exceptions = sys.modules.get("salt.exceptions")
-    return getattr(salt_exceptions, "CommandExecutionError", RuntimeError)(message)
+    return CommandExecutionError(message)
 
 
 def docker_client(node):
@@ -342,7 +345,7 @@ def _load_or_adopt(client, path):
     """
     ids = _read_record(path)
     if ids is None:
-        label = f"{ccc_containers.MANAGED_BY_LABEL}={ccc_containers.MANAGED_BY_VALUE}"
+        label = f"{ccc_rules.MANAGED_BY_LABEL}={ccc_rules.MANAGED_BY_VALUE}"
         found = client.api.containers(all=True, filters={"label": label})
         ids = {summary["Id"] for summary in found}
         _write_file_atomic(path, json.dumps({"containers": sorted(ids)}, indent=1) + "\n", 0o600)
@@ -397,7 +400,7 @@ def is_managed(client, attrs, recorded=None):
         salt-call ccc_docker.managed  # lists the containers it accepts
     """
     labels = attrs["Labels"] if "Labels" in attrs else _labels(attrs)
-    if (labels or {}).get(ccc_containers.MANAGED_BY_LABEL) != ccc_containers.MANAGED_BY_VALUE:
+    if (labels or {}).get(ccc_rules.MANAGED_BY_LABEL) != ccc_rules.MANAGED_BY_VALUE:
         return False
     recorded = recorded_ids(client) if recorded is None else recorded
     return attrs["Id"] in recorded or CREATING + _name(attrs) in recorded
@@ -527,7 +530,7 @@ def spec_diff(old, new):
         if key in ("environment", "labels"):
             changed = {}
             for name in sorted(set(after) | {k for k in before or {} if k.startswith(("frp.", "ccc"))}):
-                if name == ccc_containers.SPEC_HASH_LABEL:
+                if name == ccc_rules.SPEC_HASH_LABEL:
                     continue
                 was, will = (before or {}).get(name), after.get(name)
                 if was != will:
@@ -572,7 +575,7 @@ def write_feedback(resolution, outcome, owner, changed=True):
     if not paths:
         return False
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-    text, body = ccc_containers.feedback_report(resolution, outcome, when)
+    text, body = ccc_report.feedback_report(resolution, outcome, when)
 
     def unchanged(existing):
         existing = existing.split("\n", 1)[-1]
@@ -614,7 +617,7 @@ def pin_spec(binds_dir, spec, create):
             mount["source"] = os.path.join(base, pin["name"])
         mounts.append(mount)
     pinned = dict(spec, mounts=mounts, labels=dict(spec["labels"]))
-    pinned["labels"][ccc_containers.SPEC_HASH_LABEL] = ccc_containers.spec_hash(pinned)
+    pinned["labels"][ccc_rules.SPEC_HASH_LABEL] = ccc_resolver.spec_hash(pinned)
     return pinned
 
 
@@ -652,8 +655,12 @@ def apply_resolution(client, cluster, resolution, test=False, node=None):
         message = "the Docker engine of this node does not answer (the admins were told)"
         if not test and resolution["node"] in (resolution.get("placement") or []):
             owner = (cluster["nfs_user"]["uid"], cluster["nfs_user"].get("gid", cluster["nfs_user"]["uid"]))
-            write_feedback(resolution, f"NOT deployed on {resolution['node']}: {message}", owner)
             _note_here(cluster, resolution, running=False, error=message)
+            text = f"NOT deployed on {resolution['node']}: {message}"
+            kept = _kept_elsewhere(cluster, resolution)
+            if kept:  # the other node's report may land first: both say where it still runs
+                text += f"; still running on {', '.join(kept)} until then"
+            write_feedback(resolution, text, owner)
         return _failure(f"{resolution['stack']}: {message}: {exc}")
 
 
@@ -686,7 +693,7 @@ def _apply(client, cluster, resolution, attrs, test=False, node=None):
         problems = resolution["admin_errors"] or [resolution["reason"]]
         return _failure("; ".join(problems + notes))
 
-    node = node or ccc_containers.node_settings({}, resolution["node"])
+    node = node or ccc_pillar.node_settings({}, resolution["node"])
     if resolution["action"] == "remove":
         if attrs is not None and resolution.get("placement") and not resolution["reason"].startswith("DISABLED"):
             kept = _keep_for_move(cluster, resolution, owner, test)
@@ -763,6 +770,15 @@ def _note_here(cluster, resolution, running, error=None):
     return ccc_moves.kept_elsewhere(markers, resolution.get("placement") or []) if running else []
 
 
+def _kept_elsewhere(cluster, resolution):
+    """Nodes outside the placement that still run the stack (best effort)."""
+    try:
+        return ccc_moves.kept_elsewhere(ccc_moves.read(cluster["state_dir"], resolution["stack"]),
+                                        resolution.get("placement") or [])
+    except OSError:
+        return []
+
+
 def _keep_for_move(cluster, resolution, owner, test):
     """
     Make-before-break: the container is placed on other nodes; keep this copy running until
@@ -785,7 +801,7 @@ def _test_run(resolution, spec, attrs, notes):
     changes = {}
     if attrs is None:
         changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
-    elif _labels(attrs).get(ccc_containers.SPEC_HASH_LABEL) != spec["labels"][ccc_containers.SPEC_HASH_LABEL]:
+    elif _labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) != spec["labels"][ccc_rules.SPEC_HASH_LABEL]:
         changes["recreated"] = spec_diff(spec_of_container(attrs), spec)
     elif not attrs["State"].get("Running"):
         changes["started"] = True
@@ -884,8 +900,8 @@ def _with_settled(result, settled, test):
 
 def _apply_run(client, spec, attrs, changes):
     """Create, recreate (swap) or start the container; every step may be killed (``_settle_swap``)."""
-    wanted_hash = spec["labels"][ccc_containers.SPEC_HASH_LABEL]
-    if attrs is not None and _labels(attrs).get(ccc_containers.SPEC_HASH_LABEL) == wanted_hash:
+    wanted_hash = spec["labels"][ccc_rules.SPEC_HASH_LABEL]
+    if attrs is not None and _labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) == wanted_hash:
         missing = [net for net in spec["networks"] if net not in _attached_networks(attrs)]
         for network in missing:
             client.api.connect_container_to_network(attrs["Id"], network)
@@ -1044,9 +1060,9 @@ def _managed_by_stack(client):
     first, then its ``.ccc-old`` (the container a half-done recreate rolls back to)."""
     found = {}
     recorded = recorded_ids(client)
-    label_filter = f"{ccc_containers.MANAGED_BY_LABEL}={ccc_containers.MANAGED_BY_VALUE}"
+    label_filter = f"{ccc_rules.MANAGED_BY_LABEL}={ccc_rules.MANAGED_BY_VALUE}"
     for summary in client.api.containers(all=True, filters={"label": label_filter}):
-        stack = (summary.get("Labels") or {}).get(ccc_containers.STACK_LABEL)
+        stack = (summary.get("Labels") or {}).get(ccc_rules.STACK_LABEL)
         if stack and is_managed(client, summary, recorded):
             found.setdefault(stack, []).append(summary)
     for stack, summaries in found.items():
@@ -1185,7 +1201,7 @@ def ensure_network(client, name, definition, test=False):
     client.api.create_network(
         name, driver="bridge", internal=bool(definition.get("internal")), ipam=ipam,
         options=options or None,
-        labels={ccc_containers.MANAGED_BY_LABEL: ccc_containers.MANAGED_BY_VALUE},
+        labels={ccc_rules.MANAGED_BY_LABEL: ccc_rules.MANAGED_BY_VALUE},
     )
     return "created"
 
@@ -1197,16 +1213,16 @@ def ensure_network(client, name, definition, test=False):
 def _client():
     key = "ccc_docker.client"
     if key not in __context__:
-        __context__[key] = docker_client(ccc_containers.node_settings(_ccc(), __grains__["id"]))
+        __context__[key] = docker_client(ccc_pillar.node_settings(_ccc(), __grains__["id"]))
     return __context__[key]
 
 
 def _node(ccc):
-    return ccc_containers.node_settings(ccc, __grains__["id"])
+    return ccc_pillar.node_settings(ccc, __grains__["id"])
 
 
 def _ccc():
-    return ccc_containers.pillar_ccc(__pillar__)
+    return ccc_pillar.pillar_ccc(__pillar__)
 
 
 def _stored_settings_cached(cluster):
@@ -1236,7 +1252,7 @@ def plan(name, pull=False):
         salt-call ccc_docker.plan box1
     """
     ccc = _ccc()
-    return redact(_plan(ccc, ccc_containers.cluster_settings(ccc), name, pull))
+    return redact(_plan(ccc, ccc_pillar.cluster_settings(ccc), name, pull))
 
 
 def redact(data):
@@ -1291,7 +1307,7 @@ def deploy(name, test=False):
         salt-call ccc_docker.deploy box1 test=True
     """
     ccc = _ccc()
-    cluster = ccc_containers.cluster_settings(ccc)
+    cluster = ccc_pillar.cluster_settings(ccc)
     resolution = _plan(ccc, cluster, name, pull=not test)
     # a notice from the master's redeploy runner (e.g. held back by the rate limit) for the user's report
     notices = __pillar__.get("ccc_notice")
@@ -1362,9 +1378,9 @@ def remove_orphans(test=False):
     """
     ccc = _ccc()
     known = {e.get("STACK_NAME") for e in ccc.get("containers") or [] if isinstance(e, dict)}
-    max_share = (ccc_containers.cluster_settings(ccc).get("orphans") or {}).get("max_share")
+    max_share = (ccc_pillar.cluster_settings(ccc).get("orphans") or {}).get("max_share")
     return remove_orphans_from(_client(), known, test=test, max_share=max_share,
-                               force=ccc_settings.truthy(__pillar__.get("ccc_force_orphans")),
+                               force=ccc_rules.truthy(__pillar__.get("ccc_force_orphans")),
                                pillar_errors=__pillar__.get("_errors"))
 
 
@@ -1379,11 +1395,11 @@ def private_mounts(test=False):
         salt-call ccc_docker.private_mounts test=True
     """
     ccc = _ccc()
-    cluster = ccc_containers.cluster_settings(ccc)
+    cluster = ccc_pillar.cluster_settings(ccc)
     client = _client()
     stacks = [stack for stack, summary in managed_containers(client).items() if summary.get("State") == "running"]
     return reconcile_private_mounts(client, cluster, _node(ccc)["binds_dir"],
-                                    ccc_containers.wanted_private_mounts(ccc, stacks), test=test)
+                                    ccc_mounts.wanted_private_mounts(ccc, stacks), test=test)
 
 
 def network_present(name, test=False):
@@ -1396,5 +1412,5 @@ def network_present(name, test=False):
 
         salt-call ccc_docker.network_present claims
     """
-    cluster = ccc_containers.cluster_settings(_ccc())
+    cluster = ccc_pillar.cluster_settings(_ccc())
     return ensure_network(_client(), name, (cluster.get("networks") or {}).get(name) or {}, test=test)

@@ -3,7 +3,7 @@ Master-side ccc-salt helpers (runner ``ccc``), used by the reactor and the maste
 
 A settings edit must be applied on every node where its container may run: the node it leaves
 removes it and the node it moves to starts it. Which nodes those are follows from pillar
-(``ccc_containers.allowed_nodes``); the master reads it from its cache of the minions' pillar, so
+(``ccc_pillar.allowed_nodes``); the master reads it from its cache of the minions' pillar, so
 reacting costs no pillar compilation.
 
 Edits are coalesced per stack, so saving often cannot grow the nodes' state queues: while a
@@ -24,14 +24,12 @@ import json
 import logging
 import os
 import re
-import sys
 import time
 
+import ccc_pillar
+import ccc_rules
 import salt.client
 import salt.utils.master
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_modules"))
-import ccc_containers  # noqa: E402  (the repository's _modules/, beside this _runners/)
 
 __virtualname__ = "ccc"
 log = logging.getLogger(__name__)
@@ -67,9 +65,9 @@ def targets_for(pillars, stack):
     """
     targets = []
     for minion_id, pillar in sorted((pillars or {}).items()):
-        ccc = ccc_containers.pillar_ccc(pillar)
-        node = ccc_containers.node_settings(ccc, minion_id)["name"]
-        if node in ccc_containers.allowed_nodes(ccc, stack):
+        ccc = ccc_pillar.pillar_ccc(pillar)
+        node = ccc_pillar.node_settings(ccc, minion_id)["name"]
+        if node in ccc_pillar.allowed_nodes(ccc, stack):
             targets.append(minion_id)
     return targets
 
@@ -77,7 +75,7 @@ def targets_for(pillars, stack):
 def _user_for(pillars, stack):
     """The USER_EMAIL of ``stack`` in any minion's pillar (``None`` when no pillar has the stack)."""
     for _, pillar in sorted((pillars or {}).items()):
-        for entry in ccc_containers.pillar_ccc(pillar).get("containers") or []:
+        for entry in ccc_pillar.pillar_ccc(pillar).get("containers") or []:
             if isinstance(entry, dict) and entry.get("STACK_NAME") == stack and entry.get("USER_EMAIL"):
                 return str(entry["USER_EMAIL"])
     return None
@@ -338,7 +336,7 @@ def redeploy(stack):
 
         salt-run ccc.redeploy ana-main
     """
-    if not isinstance(stack, str) or not ccc_containers.STACK_NAME_PATTERN.match(stack):
+    if not isinstance(stack, str) or not ccc_rules.STACK_NAME_PATTERN.match(stack):
         return {"stack": stack, "targets": [], "error": "not a STACK_NAME"}
     master = _Master()
     if not targets_for(master.pillars(), stack):

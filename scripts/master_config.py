@@ -25,6 +25,8 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
         # pillar, tests and the rest of the checkout are never served.
         "file_roots": {"base": [str(repo / "salt")]},
         "runner_dirs": [str(repo / "_runners")],
+        # Shared code (_utils/): Salt puts these dirs on the import path of the runners it loads.
+        "utils_dirs": [str(repo / "_utils")],
         "pillar_roots": {"base": [str(p) for p in extra_pillar_roots] + [str(repo / "pillar"), str(site)]},
         "reactor": [
             {"salt/beacon/*/ccc_settings/*": [str(repo / "reactor" / "settings_changed.sls")]},

@@ -32,7 +32,7 @@ import yaml
 
 from support.site import node_ccc, unmount_below
 
-import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
+import ccc_pillar  # noqa: E402
 import ccc_docker  # noqa: E402
 
 pytestmark = pytest.mark.docker
@@ -67,18 +67,18 @@ class Node:
         self.storage = pathlib.Path(storage)
         self.ccc = node_ccc("node1", storage, daemon.url)
         # The node's client: it carries ccc:node:state_dir, where the record of created containers is.
-        self.client = ccc_docker.docker_client(ccc_containers.node_settings(self.ccc, "node1"))
-        self.cluster = ccc_containers.cluster_settings(self.ccc)
+        self.client = ccc_docker.docker_client(ccc_pillar.node_settings(self.ccc, "node1"))
+        self.cluster = ccc_pillar.cluster_settings(self.ccc)
         self.facts = ccc_docker.node_facts(self.ccc, "node1", self.client, pull=False, fetch=False)
-        self.stacks = ccc_containers.select(self.ccc)["selected"]
+        self.stacks = ccc_pillar.select(self.ccc)["selected"]
         self.baseline = None
         self.settings_baseline = {}
         for name, definition in self.cluster["networks"].items():
             ccc_docker.ensure_network(self.client, name, definition)
 
     def paths(self, stack):
-        record, _ = ccc_containers.container_record(self.ccc, stack)
-        return {key: pathlib.Path(value) for key, value in ccc_containers.settings_paths(self.cluster, record).items()
+        record, _ = ccc_pillar.container_record(self.ccc, stack)
+        return {key: pathlib.Path(value) for key, value in ccc_pillar.settings_paths(self.cluster, record).items()
                 if isinstance(value, str)}
 
     def deploy(self):
@@ -88,7 +88,7 @@ class Node:
             for stack in self.stacks:
                 resolution = ccc_docker.plan_container(self.ccc, stack, self.facts)
                 results[stack] = ccc_docker.apply_resolution(self.client, self.cluster, resolution,
-                                                             node=ccc_containers.node_settings(self.ccc, "node1"))
+                                                             node=ccc_pillar.node_settings(self.ccc, "node1"))
         return results
 
     def containers(self):

@@ -21,7 +21,7 @@ import yaml
 
 from support.site import node_ccc
 
-import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
+import ccc_pillar  # noqa: E402
 import ccc_docker  # noqa: E402
 
 pytestmark = pytest.mark.docker
@@ -63,9 +63,9 @@ class Node:
 
     def __init__(self, daemon, storage):
         self.ccc = node_ccc("node1", storage, daemon.url)
-        self.node = ccc_containers.node_settings(self.ccc, "node1")
+        self.node = ccc_pillar.node_settings(self.ccc, "node1")
         self.client = ccc_docker.docker_client(self.node)
-        self.cluster = ccc_containers.cluster_settings(self.ccc)
+        self.cluster = ccc_pillar.cluster_settings(self.ccc)
         self.facts = ccc_docker.node_facts(self.ccc, "node1", self.client, pull=False, fetch=False)
         self.user_dir = pathlib.Path(storage) / "shared" / "user_data" / ANA
         for name, definition in self.cluster["networks"].items():

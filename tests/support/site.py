@@ -13,8 +13,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SAMPLE_SITE = REPO / "sample-pillar" / "site"
 SALT_CALL = [sys.executable, "-c", "import sys; from salt.scripts import salt_call; sys.argv[0]='salt-call'; salt_call()"]
 
-sys.path.insert(0, str(REPO / "_modules"))
-from ccc_containers import deep_merge  # noqa: E402  (re-exported for the tests)
+# Shipped code imports its shared modules through Salt's utils dirs; the tests import them here.
+sys.path.insert(0, str(REPO / "_utils"))
+sys.path.insert(1, str(REPO / "_modules"))
+from ccc_pillar import deep_merge  # noqa: E402  (re-exported for the tests)
 
 
 def sample_ccc(node="node1"):

@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+import ccc_rules  # noqa: E402
+import ccc_pillar  # noqa: E402
 import ccc_containers
 from support.site import SaltNode, sample_ccc
 
@@ -46,27 +48,27 @@ def test_every_node_gets_the_beacon_and_watches_exactly_its_stacks(rendered, nod
     files = beacon_mod.files_from_ccc(ccc, node)
     assert [item["stack"] for item in files] == EXPECTED[node]  # dara-old is DISABLED
     user_data = salt.storage_root / "shared" / "user_data"
-    cluster = ccc_containers.cluster_settings(ccc)
+    cluster = ccc_pillar.cluster_settings(ccc)
     for item in files:
-        record, problems = ccc_containers.container_record(ccc, item["stack"])
+        record, problems = ccc_pillar.container_record(ccc, item["stack"])
         assert not problems
-        assert item["path"] == ccc_containers.settings_paths(cluster, record)["settings_file"]
+        assert item["path"] == ccc_pillar.settings_paths(cluster, record)["settings_file"]
         assert item["path"] == str(user_data / record["USER_EMAIL"] / "container-settings" / f"{item['stack']}.yml")
 
 
 def test_the_file_list_uses_the_same_rules_as_the_deployment():
-    assert beacon_mod.STACK_NAME_PATTERN.pattern == ccc_containers.STACK_NAME_PATTERN.pattern
-    assert beacon_mod.EMAIL_PATTERN.pattern == ccc_containers.EMAIL_PATTERN.pattern
-    assert beacon_mod.DEFAULT_USER_DATA == ccc_containers.CLUSTER_DEFAULTS["mount_points"]["nfs"]["user_data"]
+    assert beacon_mod.STACK_NAME_PATTERN.pattern == ccc_rules.STACK_NAME_PATTERN.pattern
+    assert beacon_mod.EMAIL_PATTERN.pattern == ccc_rules.EMAIL_PATTERN.pattern
+    assert beacon_mod.DEFAULT_USER_DATA == ccc_pillar.CLUSTER_DEFAULTS["mount_points"]["nfs"]["user_data"]
     for value in (True, "True", "true", "yes", 1, "1", False, "no", 0, None, "", [], 2):
         assert beacon_mod._truthy(value) == ccc_containers.ccc_settings.truthy(value)
     # every sample container the resolver may place on a node is watched there
     for node in EXPECTED:
         ccc = sample_ccc(node)
         watched = {item["stack"] for item in beacon_mod.files_from_ccc(ccc, node)}
-        for stack in ccc_containers.select(ccc)["selected"]:
-            record, _ = ccc_containers.container_record(ccc, stack)
-            may_run = (node in ccc_containers.allowed_nodes(ccc, stack)
+        for stack in ccc_pillar.select(ccc)["selected"]:
+            record, _ = ccc_pillar.container_record(ccc, stack)
+            may_run = (node in ccc_pillar.allowed_nodes(ccc, stack)
                        and not ccc_containers.ccc_settings.truthy(record.get("DISABLED")))
             assert (stack in watched) == may_run, (node, stack)
 

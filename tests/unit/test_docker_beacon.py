@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-import ccc_containers
+import ccc_pillar  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("ccc_docker_beacon", REPO / "_beacons" / "ccc_docker.py")
@@ -325,7 +325,7 @@ def test_validate_refuses(config, message):
 
 
 def test_the_default_endpoint_is_the_deployments():
-    assert beacon_mod.DEFAULT_DOCKER_URL == ccc_containers.NODE_DEFAULTS["docker_url"]
+    assert beacon_mod.DEFAULT_DOCKER_URL == ccc_pillar.NODE_DEFAULTS["docker_url"]
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import pytest
 
 from support.site import sample_ccc
 
-import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
+import ccc_pillar  # noqa: E402
+import ccc_resolver  # noqa: E402
 import ccc_docker  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -116,8 +117,8 @@ def test_a_client_without_a_state_dir_manages_nothing():
 
 
 def test_the_node_state_dir_is_a_node_setting():
-    assert ccc_containers.node_settings({}, "node1")["state_dir"] == "/var/lib/ccc-salt"
-    assert ccc_containers.node_settings({"node": {"state_dir": "/srv/s"}}, "node1")["state_dir"] == "/srv/s"
+    assert ccc_pillar.node_settings({}, "node1")["state_dir"] == "/var/lib/ccc-salt"
+    assert ccc_pillar.node_settings({"node": {"state_dir": "/srv/s"}}, "node1")["state_dir"] == "/srv/s"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,13 +184,13 @@ def secret_resolution():
     for entry in ccc["containers"]:
         if entry["STACK_NAME"] == "ana-main":
             entry["EXTRA_ENVS"] = {"HF_TOKEN": TOKEN}
-    facts = ccc_containers.NodeFacts(
+    facts = ccc_resolver.NodeFacts(
         "node1", compute_devices=ccc["node"]["compute_devices"], docker_gid=998, host_timezone_files=[],
         image_lookup=lambda ref, credentials: ({"id": "sha256:1", "labels": {}}, None),
         github_keys=lambda login: ([], None))
     settings = ("ana-main:\n  FRP_PORTS:\n    HTTP:\n"
                 f"      - {{port: 6006, subdomain: ana-tb, pass: {USER_PASSWORD}}}\n")
-    resolution = ccc_containers.resolve_container(ccc, "ana-main", facts, settings_text=settings)
+    resolution = ccc_resolver.resolve_container(ccc, "ana-main", facts, settings_text=settings)
     assert resolution["action"] == "run", resolution
     return resolution
 
@@ -215,11 +216,11 @@ def test_every_contract_variable_stays_readable():
     for entry in ccc["containers"]:
         if entry["STACK_NAME"] == "ana-main":
             entry["ENABLE_DOCKER_ACCESS"] = True
-    facts = ccc_containers.NodeFacts(
+    facts = ccc_resolver.NodeFacts(
         "node1", compute_devices=ccc["node"]["compute_devices"], docker_gid=998, host_timezone_files=[],
         image_lookup=lambda ref, credentials: ({"id": "sha256:1", "labels": {}}, None),
         github_keys=lambda login: ([], None))
-    spec = ccc_containers.resolve_container(ccc, "ana-main", facts)["spec"]
+    spec = ccc_resolver.resolve_container(ccc, "ana-main", facts)["spec"]
     assert set(spec["environment"]) <= ccc_docker.SHOWN_ENV
 
 

@@ -10,7 +10,8 @@ import yaml
 
 from support.site import deep_merge, sample_ccc
 
-import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
+import ccc_pillar  # noqa: E402
+import ccc_resolver  # noqa: E402
 
 ANA, BOR = "ana.novak@example.org", "bor.kralj@example.org"
 CENE, DARA = "cene.zupan@example.org", "dara.kos@example.org"
@@ -52,7 +53,7 @@ def facts_for(ccc, node="node1", images=None, github=None, docker_gid=998, tz=TZ
     def github_keys(login):
         return (github or {}).get(login, ([], f"no such GitHub user {login!r}"))
 
-    return ccc_containers.NodeFacts(
+    return ccc_resolver.NodeFacts(
         node, compute_devices=ccc.get("node", {}).get("compute_devices"), docker_gid=docker_gid,
         host_timezone_files=tz, image_lookup=image_lookup, github_keys=github_keys,
     )
@@ -65,7 +66,7 @@ def settings_text(stack, section):
 def resolve(stack="ana-main", ccc=None, node="node1", settings=None, last_good=None, taken=None, **facts):
     ccc = ccc or site(node)
     text = None if settings is None else settings_text(stack, settings)
-    return ccc_containers.resolve_container(
+    return ccc_resolver.resolve_container(
         ccc, stack, facts_for(ccc, node, **facts), settings_text=text, last_good=last_good, taken=taken,
     )
 
@@ -100,7 +101,7 @@ def mount_table(spec):
 ])
 def test_select(containers, users, selected, errors):
     ccc = site(users={"idle@example.org": {"USER_FULLNAME": "Idle", "USER_NAME": "idle", "USER_TYPE": "student"}})
-    result = ccc_containers.select(ccc, containers, users)
+    result = ccc_pillar.select(ccc, containers, users)
     assert result["selected"] == selected
     assert len(result["errors"]) == len(errors)
     for error, fragment in zip(result["errors"], errors):
@@ -109,7 +110,7 @@ def test_select(containers, users, selected, errors):
 
 
 def test_select_no_containers_at_all_is_not_an_error():
-    assert ccc_containers.select({"containers": []}) == {"selected": [], "errors": [], "filtered": False}
+    assert ccc_pillar.select({"containers": []}) == {"selected": [], "errors": [], "filtered": False}
 
 
 @pytest.mark.parametrize("bad_entries, skipped, fragment", [
@@ -121,7 +122,7 @@ def test_select_no_containers_at_all_is_not_an_error():
     pytest.param([{"USER_EMAIL": BOR}], None, "invalid STACK_NAME", id="missing"),
 ])
 def test_select_reports_and_skips_bad_stack_names(bad_entries, skipped, fragment):
-    result = ccc_containers.select(site(add_containers=bad_entries))
+    result = ccc_pillar.select(site(add_containers=bad_entries))
     assert skipped not in result["selected"]
     assert [name for name in ALL_STACKS if name != skipped] == result["selected"]
     assert any(fragment in error and repr(skipped) in error for error in result["errors"])
@@ -656,7 +657,7 @@ def test_spec_hash_independent_of_other_containers():
 ])
 def test_subdomain_claims_are_refused(stack, http, fragment):
     ccc = site()
-    taken = ccc_containers.taken_subdomains(ccc, {}, except_stack=stack)
+    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack=stack)
     result = resolve(stack, ccc=ccc, settings={"FRP_PORTS": {"HTTP": [http]}}, taken=taken)
     assert result["settings_status"] == "rejected"
     assert any(fragment in m for m in result["user_messages"]), result["user_messages"]
@@ -665,7 +666,7 @@ def test_subdomain_claims_are_refused(stack, http, fragment):
 
 def test_own_subdomain_may_be_kept_and_a_free_one_taken():
     ccc = site()
-    taken = ccc_containers.taken_subdomains(ccc, {}, except_stack="ana-main")
+    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack="ana-main")
     spec, result = run_spec(ccc=ccc, settings={"FRP_PORTS": {"HTTP": [{"port": 6006, "subdomain": "ana-tb"},
                                                                       {"port": 7007, "subdomain": "ana-free"}]}},
                             taken=taken)
@@ -675,7 +676,7 @@ def test_own_subdomain_may_be_kept_and_a_free_one_taken():
 
 def test_accepted_user_subdomains_count_as_taken():
     ccc = site()
-    taken = ccc_containers.taken_subdomains(ccc, {"bor-main": {"FRP_PORTS": {"HTTP": [{"port": 80, "subdomain": "bor-web"}]}}},
+    taken = ccc_resolver.taken_subdomains(ccc, {"bor-main": {"FRP_PORTS": {"HTTP": [{"port": 80, "subdomain": "bor-web"}]}}},
                                             except_stack="ana-main")
     result = resolve(ccc=ccc, settings={"FRP_PORTS": {"HTTP": [{"port": 80, "subdomain": "bor-web"}]}}, taken=taken)
     assert result["settings_status"] == "rejected"

@@ -7,8 +7,9 @@ import pathlib
 import jsonschema
 import yaml
 
-import ccc_containers
-import ccc_settings
+import ccc_pillar  # noqa: E402
+import ccc_report  # noqa: E402
+import ccc_schema  # noqa: E402
 from support.site import sample_ccc
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -16,15 +17,15 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 def test_shipped_schema_matches_the_validator():
     shipped = json.loads((REPO / "schema" / "container-settings.schema.json").read_text())
-    assert shipped == ccc_settings.USER_SETTINGS_SCHEMA
+    assert shipped == ccc_schema.USER_SETTINGS_SCHEMA
 
 
 def test_default_settings_files_validate_against_the_shipped_schema():
     shipped = json.loads((REPO / "schema" / "container-settings.schema.json").read_text())
     ccc = sample_ccc("node1")
     for entry in ccc["containers"]:
-        record, _ = ccc_containers.container_record(ccc, entry["STACK_NAME"])
-        text = ccc_containers.default_settings_text(record)
+        record, _ = ccc_pillar.container_record(ccc, entry["STACK_NAME"])
+        text = ccc_report.default_settings_text(record)
         document = yaml.safe_load(text)
         jsonschema.validate(document, shipped)
         assert document == {entry["STACK_NAME"]: None}

@@ -14,15 +14,19 @@ import yaml
 
 from support.site import deep_merge, sample_ccc
 
-import ccc_containers  # noqa: E402  (support.site puts _modules on sys.path)
-import ccc_settings  # noqa: E402
+import ccc_pillar  # noqa: E402
+import ccc_resolver  # noqa: E402
+import ccc_report  # noqa: E402
+import ccc_schema  # noqa: E402
+import ccc_settings_file  # noqa: E402
+import ccc_quote  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STACK = "ana-main"
 GiB = 1024 ** 3
 ADMIN_IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
 BUDGET_S = 0.5  # per file, generous for slow CI; bench/settings_cost.py measures the real figure
-LONGEST_MESSAGE = 2 * ccc_settings.QUOTE_CHARS + 200
+LONGEST_MESSAGE = 2 * ccc_quote.QUOTE_CHARS + 200
 
 
 def _bench():
@@ -38,9 +42,9 @@ WORST_CASES = _bench().worst_cases()
 def resolve(stack=STACK, ccc=None, node="node1", settings=None, last_good=None, taken=None):
     ccc = ccc or sample_ccc(node)
     text = settings if settings is None or isinstance(settings, str) else yaml.safe_dump({stack: settings})
-    facts = ccc_containers.NodeFacts(node, compute_devices=(ccc.get("node") or {}).get("compute_devices"),
+    facts = ccc_resolver.NodeFacts(node, compute_devices=(ccc.get("node") or {}).get("compute_devices"),
                                      docker_gid=998)
-    return ccc_containers.resolve_container(ccc, stack, facts, settings_text=text, last_good=last_good, taken=taken)
+    return ccc_resolver.resolve_container(ccc, stack, facts, settings_text=text, last_good=last_good, taken=taken)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -50,26 +54,26 @@ def resolve(stack=STACK, ccc=None, node="node1", settings=None, last_good=None, 
 @pytest.mark.parametrize("name", list(WORST_CASES))
 def test_worst_case_file_is_refused_cheaply_and_briefly(name):
     text = WORST_CASES[name]
-    assert len(text.encode()) <= ccc_settings.MAX_SETTINGS_BYTES
+    assert len(text.encode()) <= ccc_settings_file.MAX_SETTINGS_BYTES
     ccc = sample_ccc("node1")
-    taken = ccc_containers.taken_subdomains(ccc, {}, except_stack=STACK)
+    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack=STACK)
     start = time.perf_counter()
     result = resolve(ccc=ccc, settings=text, last_good={"SHM_SIZE": "4g"}, taken=taken)
-    report, _ = ccc_containers.feedback_report(result, "running, unchanged", "2026-01-01 00:00:00")
+    report, _ = ccc_report.feedback_report(result, "running, unchanged", "2026-01-01 00:00:00")
     elapsed = time.perf_counter() - start
     assert elapsed < BUDGET_S, f"{name}: {elapsed:.3f} s"
     assert result["settings_status"] == "rejected"
     assert result["spec"]["shm_size"] == 4 * GiB  # the last accepted settings are kept
     messages = result["user_messages"]
     assert "NOT applied" in messages[0]
-    assert len(messages) <= 1 + ccc_settings.MAX_PROBLEMS + 1
+    assert len(messages) <= 1 + ccc_quote.MAX_PROBLEMS + 1
     assert max(map(len, messages)) <= LONGEST_MESSAGE, messages
     assert len(report.encode()) <= 2048
 
 
 def test_the_issue_file_is_refused_by_the_value_count_before_anything_is_built():
-    with pytest.raises(ccc_settings.SettingsError, match=r"more than 1024 values .*line 2"):
-        ccc_settings.parse_settings_text(WORST_CASES["tcp-mixed-64k-flow"], STACK)
+    with pytest.raises(ccc_settings_file.SettingsError, match=r"more than 1024 values .*line 2"):
+        ccc_settings_file.parse_settings_text(WORST_CASES["tcp-mixed-64k-flow"], STACK)
 
 
 @pytest.mark.parametrize("section, fragment", [
@@ -83,7 +87,7 @@ def test_the_issue_file_is_refused_by_the_value_count_before_anything_is_built()
     pytest.param({"INSTALL_PACKAGES": "a" * 5000}, "(5000 characters) is too long (at most 4096 characters)", id="packages"),
 ])
 def test_size_limits_come_from_the_schema_and_are_checked_first(section, fragment):
-    problems = ccc_settings.validate_user_settings(section, STACK, {})
+    problems = ccc_schema.validate_user_settings(section, STACK, {})
     assert len(problems) == 1 and fragment in problems[0], problems
 
 
@@ -101,12 +105,12 @@ def test_every_list_and_string_in_the_schema_is_bounded():
         for index, sub in enumerate(schema.get("oneOf") or []):
             walk(sub, f"{path}.oneOf{index}")
 
-    walk(ccc_settings.USER_SETTINGS_SCHEMA, "")
+    walk(ccc_schema.USER_SETTINGS_SCHEMA, "")
 
 
 def test_many_problems_are_capped_with_a_count():
-    problems = ccc_settings.validate_user_settings({f"K{i}": i for i in range(40)}, STACK, {})
-    assert len(problems) == ccc_settings.MAX_PROBLEMS + 1
+    problems = ccc_schema.validate_user_settings({f"K{i}": i for i in range(40)}, STACK, {})
+    assert len(problems) == ccc_quote.MAX_PROBLEMS + 1
     assert problems[-1] == "… and 35 more problems"
 
 
@@ -118,16 +122,16 @@ def test_many_problems_are_capped_with_a_count():
     pytest.param("x: &x {SHM_SIZE: 4g}\n" + f"{STACK}: *x\n", "aliases (*name) are not allowed", id="alias"),
 ])
 def test_unreadable_values_are_settings_errors_not_crashes(text, fragment):
-    with pytest.raises(ccc_settings.SettingsError) as raised:
-        ccc_settings.parse_settings_text(text, STACK)
+    with pytest.raises(ccc_settings_file.SettingsError) as raised:
+        ccc_settings_file.parse_settings_text(text, STACK)
     assert fragment in str(raised.value)
     assert len(str(raised.value)) <= LONGEST_MESSAGE
 
 
 def test_other_top_level_keys_are_quoted_and_counted():
     text = "".join(f"k{i}: 1\n" for i in range(8)) + "z" * 300 + ": 1\n"
-    with pytest.raises(ccc_settings.SettingsError) as raised:
-        ccc_settings.parse_settings_text(text, STACK)
+    with pytest.raises(ccc_settings_file.SettingsError) as raised:
+        ccc_settings_file.parse_settings_text(text, STACK)
     assert str(raised.value) == (
         f"only the key '{STACK}:' may appear at the top level; found 'k0', 'k1', 'k2', 'k3', 'k4' and 4 more"
     )
@@ -146,21 +150,21 @@ def test_other_top_level_keys_are_quoted_and_counted():
     pytest.param(["a", 1], "['a', 1]", id="short-list"),
 ])
 def test_quote_value(value, expected):
-    assert ccc_settings.quote_value(value) == expected
+    assert ccc_quote.quote_value(value) == expected
 
 
 def test_quote_value_bounds_any_value():
     for value in ("a\n" * 10_000, list(range(10_000)), {str(i): i for i in range(1000)}, b"\x00" * 10_000, 10 ** 4000):
-        quoted = ccc_settings.quote_value(value)
-        assert len(quoted) <= 4 * ccc_settings.QUOTE_CHARS + 40, quoted
+        quoted = ccc_quote.quote_value(value)
+        assert len(quoted) <= 4 * ccc_quote.QUOTE_CHARS + 40, quoted
         assert "…" in quoted and "characters)" in quoted
 
 
 def test_messages_quote_long_values_once_with_their_length():
     image = "vicoslab/cc" + "c" * 200  # matches the schema's pattern, outside the image policy
-    problems = ccc_settings.validate_user_settings({"CONTAINER_IMAGE": image}, STACK, {"image_prefixes": ["x/"]})
+    problems = ccc_schema.validate_user_settings({"CONTAINER_IMAGE": image}, STACK, {"image_prefixes": ["x/"]})
     assert problems == [
-        f"CONTAINER_IMAGE: {ccc_settings.quote_value(image)} is not allowed; images must start with one of: x/"
+        f"CONTAINER_IMAGE: {ccc_quote.quote_value(image)} is not allowed; images must start with one of: x/"
     ]
     assert "(211 characters)" in problems[0]
 
@@ -172,8 +176,8 @@ def test_messages_quote_long_values_once_with_their_length():
 def test_report_is_bounded_and_says_what_was_left_out():
     resolution = {"stack": STACK, "node": "node1", "placement": ["node1"], "settings_status": "rejected",
                   "user_messages": [f"message {i}: " + "m" * 300 for i in range(100)]}
-    text, body = ccc_containers.feedback_report(resolution, "running, unchanged", "2026-01-01 00:00:00 UTC")
-    assert len(text.encode()) <= ccc_containers.MAX_REPORT_BYTES
+    text, body = ccc_report.feedback_report(resolution, "running, unchanged", "2026-01-01 00:00:00 UTC")
+    assert len(text.encode()) <= ccc_report.MAX_REPORT_BYTES
     assert "message 0: " in body
     shown = body.count("  - message ")
     assert 10 < shown < 100
@@ -182,14 +186,14 @@ def test_report_is_bounded_and_says_what_was_left_out():
 
 def test_report_bound_holds_for_one_huge_message():
     resolution = {"stack": STACK, "node": "node1", "placement": [], "user_messages": ["é" * 100_000]}
-    text, _ = ccc_containers.feedback_report(resolution, "held", "2026-01-01 00:00:00 UTC")
-    assert len(text.encode()) <= ccc_containers.MAX_REPORT_BYTES
+    text, _ = ccc_report.feedback_report(resolution, "held", "2026-01-01 00:00:00 UTC")
+    assert len(text.encode()) <= ccc_report.MAX_REPORT_BYTES
     assert "1 more message(s) not shown" in text
 
 
 def test_short_report_is_unchanged_by_the_bound():
     resolution = {"stack": STACK, "node": "node1", "placement": ["node1"], "user_messages": ["one", "two"]}
-    _, body = ccc_containers.feedback_report(resolution, "running, unchanged", "now")
+    _, body = ccc_report.feedback_report(resolution, "running, unchanged", "now")
     assert body == "container: ana-main\nnode: node1\nresult: running, unchanged\nplacement: node1\nmessages:\n  - one\n  - two\n"
 
 
@@ -215,7 +219,7 @@ def test_short_report_is_unchanged_by_the_bound():
     pytest.param("deb ftp://x.example stable main", "must be https://", id="ftp"),
 ])
 def test_insecure_sources_are_refused_with_the_reason(sources, fragment):
-    problems = ccc_settings.validate_user_settings({"INSTALL_REPOSITORY_SOURCES": sources}, STACK, {})
+    problems = ccc_schema.validate_user_settings({"INSTALL_REPOSITORY_SOURCES": sources}, STACK, {})
     assert problems and all(p.startswith("INSTALL_REPOSITORY_SOURCES: ") for p in problems)
     assert any(fragment in problem for problem in problems), problems
     shipped = json.loads((REPO / "schema" / "container-settings.schema.json").read_text())
@@ -231,11 +235,11 @@ def test_insecure_sources_are_refused_with_the_reason(sources, fragment):
     "deb [arch+=i386 lang=en target=Contents-deb pdiffs=no by-hash=yes] https://x.example s m",
 ])
 def test_signed_https_and_ppa_sources_are_accepted(sources):
-    assert ccc_settings.validate_user_settings({"INSTALL_REPOSITORY_SOURCES": sources}, STACK, {}) == []
+    assert ccc_schema.validate_user_settings({"INSTALL_REPOSITORY_SOURCES": sources}, STACK, {}) == []
 
 
 def test_repository_keys_still_need_https():
-    problems = ccc_settings.validate_user_settings({"INSTALL_REPOSITORY_KEYS": "http://x.example/k.gpg"}, STACK, {})
+    problems = ccc_schema.validate_user_settings({"INSTALL_REPOSITORY_KEYS": "http://x.example/k.gpg"}, STACK, {})
     assert problems == ["INSTALL_REPOSITORY_KEYS: the value 'http://x.example/k.gpg' is not allowed here"]
 
 
@@ -265,7 +269,7 @@ def test_admin_sources_obey_the_same_policy():
 ])
 def test_rejected_file_keeps_only_last_good_keys_that_still_pass(last_good, dropped, fragment):
     ccc = sample_ccc("node1")
-    taken = ccc_containers.taken_subdomains(ccc, {}, except_stack=STACK)
+    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack=STACK)
     kept = {"INSTALL_PACKAGES": "htop", "SHM_SIZE": "4g"}
     result = resolve(ccc=ccc, settings={"SHM_SIZE": "10t"}, last_good={**kept, **last_good}, taken=taken)
     assert result["settings_status"] == "rejected" and result["settings_to_store"] is None
@@ -320,7 +324,7 @@ def extra_node_site():
 
 
 def test_cluster_nodes_include_allowed_and_deployment_nodes_of_containers():
-    nodes = ccc_containers.cluster_nodes(extra_node_site())
+    nodes = ccc_pillar.cluster_nodes(extra_node_site())
     assert nodes[:3] == ["node3", "node1", "node2"]  # the user types' nodes first, as before
     assert {"gpu8", "gpu9"} <= set(nodes)
     assert len(nodes) == len(set(nodes))
@@ -328,7 +332,7 @@ def test_cluster_nodes_include_allowed_and_deployment_nodes_of_containers():
 
 def test_user_record_allowed_nodes_count_too():
     ccc = deep_merge(sample_ccc("node1"), {"users": {"bor.kralj@example.org": {"ALLOWED_NODES": ["gpu7"]}}})
-    assert "gpu7" in ccc_containers.cluster_nodes(ccc)
+    assert "gpu7" in ccc_pillar.cluster_nodes(ccc)
 
 
 @pytest.mark.parametrize("subdomain, fragment", [
@@ -338,7 +342,7 @@ def test_user_record_allowed_nodes_count_too():
 ])
 def test_subdomains_of_extra_nodes_are_reserved_and_taken(subdomain, fragment):
     ccc = extra_node_site()
-    taken = ccc_containers.taken_subdomains(ccc, {}, except_stack="bor-main")
+    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack="bor-main")
     assert "gpu9-ana-tb" in taken and "gpu8-ana-tb" in taken
     http = {"port": 80, "subdomain": subdomain, "subdomain_hostname_prefix": False}
     result = resolve("bor-main", ccc=ccc, settings={"FRP_PORTS": {"HTTP": [http]}}, taken=taken)

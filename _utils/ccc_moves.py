@@ -11,8 +11,7 @@ move; anything else keeps the old copy running and tells the user why (the new n
 that it has not started it yet). When the new node starts a container that another node still
 keeps, it announces it (``ccc/moved/<STACK_NAME>``) so the old node's copy goes within seconds.
 
-Plain Python on the shared state dir (never created below a missing storage root); not an
-execution module.
+Plain Python on the shared state dir (never created below a missing storage root).
 """
 
 import json
@@ -23,9 +22,6 @@ import ccc_safefs
 
 MARKER_MAX_BYTES = 4096
 
-
-def __virtual__():
-    return False, "ccc_moves is a library of ccc_docker, not an execution module"
 
 
 def _folder(state_dir, stack):

@@ -9,7 +9,7 @@ node's local disk).
 
 A path is given as ``{"root": <storage root>, "parts": [components below it]}``; ``parts == []``
 names an admin-side folder (such as the admin log folder), created with its parents.
-Plain Python, used by ``ccc_docker``; not an execution module.
+Plain Python, used by ``ccc_docker``.
 """
 
 import os
@@ -18,9 +18,6 @@ import ccc_safefs
 
 REPORT_MAX_BYTES = 1 << 20
 
-
-def __virtual__():
-    return False, "ccc_userdirs is a library of ccc_docker, not an execution module"
 
 
 def display(entry):

@@ -13,7 +13,7 @@ other container's host key and impersonate its sshd. Here each stack gets its ow
 
 Concurrent first deploys on two nodes are safe: a set is generated in a fresh temporary folder
 and renamed into place; whoever renames second uses the winner's keys. A missing storage root
-is never created. Plain Python, used by ``ccc_docker``; not an execution module.
+is never created. Plain Python, used by ``ccc_docker``.
 """
 
 import os
@@ -26,9 +26,6 @@ import ccc_safefs
 KEY_TYPES = ("rsa", "ecdsa", "ed25519")
 KEYGEN_CANDIDATES = ("/usr/bin/ssh-keygen", "/bin/ssh-keygen")
 
-
-def __virtual__():
-    return False, "ccc_hostkeys is a library of ccc_docker, not an execution module"
 
 
 def key_files():

@@ -11,7 +11,7 @@ a planted device node is never opened by root); writes go to a fresh ``O_EXCL`` 
 checked directory descriptor and are renamed into place there. Bind mounts are made from a
 descriptor (``/proc/self/fd/N``), so the kernel mounts exactly the inode that was checked.
 
-Plain Python, no Salt: ``ccc_docker`` and the tests import it. Not an execution module.
+Plain Python, no Salt: ``ccc_docker`` and the tests import it.
 """
 
 import ctypes
@@ -34,9 +34,6 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
 _libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
 
-
-def __virtual__():
-    return False, "ccc_safefs is a library of ccc_docker, not an execution module"
 
 
 class UnsafePath(OSError):

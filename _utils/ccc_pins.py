@@ -21,7 +21,7 @@ the user renames or swaps later, the container keeps getting the folder that was
   seen by the container through its ``rslave`` ``/storage/private``); the mount point directory
   is opened without following links, so it can never land on a host path.
 
-Plain Python: ``ccc_docker`` uses it, the tests import it. Not an execution module.
+Plain Python: ``ccc_docker`` uses it, the tests import it.
 """
 
 import hashlib
@@ -32,9 +32,6 @@ import ccc_safefs
 
 PIN_SET_LENGTH = 12
 
-
-def __virtual__():
-    return False, "ccc_pins is a library of ccc_docker, not an execution module"
 
 
 def ensure_tree(binds_dir):

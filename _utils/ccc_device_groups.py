@@ -1,0 +1,46 @@
+"""
+GPU device groups of a node: ``ccc:node:compute_devices`` maps a group name to that node's
+GPU UUIDs; a container gets the GPUs of the groups it is allowed. No group ever means "all".
+"""
+
+import re
+
+GPU_UUID_PATTERN = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]{4,64}$")
+
+
+def check_compute_devices(compute_devices):
+    """
+    Return a list of problems with a node's ``compute_devices`` mapping (empty when valid).
+    """
+    if compute_devices in (None, {}):
+        return []
+    if not isinstance(compute_devices, dict):
+        return ["ccc:node:compute_devices must be a mapping of device group -> list of GPU UUIDs"]
+    problems = []
+    for group, uuids in compute_devices.items():
+        if not isinstance(uuids, list):
+            problems.append(f"device group {group!r} must list GPU UUIDs")
+            continue
+        for uuid in uuids:
+            if not isinstance(uuid, str) or not GPU_UUID_PATTERN.match(uuid):
+                problems.append(f"device group {group!r}: {uuid!r} is not a GPU or MIG UUID")
+    return problems
+
+
+def device_ids_for_groups(groups, compute_devices):
+    """
+    Resolve device groups to this node's GPU UUIDs.
+
+    Returns ``(uuids, missing_groups)``: the UUIDs of every listed group in order, without
+    duplicates, and the groups this node does not define.
+    """
+    compute_devices = compute_devices or {}
+    uuids, missing = [], []
+    for group in groups or []:
+        if group not in compute_devices:
+            missing.append(group)
+            continue
+        for uuid in compute_devices[group] or []:
+            if uuid not in uuids:
+                uuids.append(uuid)
+    return uuids, missing
