@@ -39,7 +39,8 @@ Configuration, either an explicit endpoint::
         - disable_during_state_run: False
 
 or, as ccc-salt's generic pillar ``pillar/ccc/beacons.sls`` does, the minion's own
-``ccc:node:docker_url`` (default ``unix:///var/run/docker.sock``)::
+``ccc:node:docker_url`` as the deployment reads it (``ccc_containers.settings``, which knows the
+default), asked again every ``SETTINGS_RECHECK`` s and whenever Salt rebuilds the beacon::
 
     beacons:
       ccc_docker:
@@ -53,24 +54,26 @@ and miss a restart then. The watching logic is the plain-Python class ``EngineWa
 """
 
 import errno
+import importlib
 import logging
 import select
 import socket
-import sys
 import time
-import types
 import urllib.parse
+
+import _ccc_beacon_config as beacon_config
+
+importlib.reload(beacon_config)  # the helper as synced now (see _beacons/ccc_settings.py)
 
 log = logging.getLogger(__name__)
 
 __virtualname__ = "ccc_docker"
 
-# Same default as _modules/ccc_containers.py NODE_DEFAULTS (a test keeps them equal).
-DEFAULT_DOCKER_URL = "unix:///var/run/docker.sock"
 DEFAULTS = {"min_interval": 30.0, "answer_timeout": 30.0}
-RESERVED_KEYS = {"interval", "enabled", "run_once", "beacon_module", "disable_during_state_run", "_beacon_name"}
 CONTEXT_KEY = "ccc_docker.watcher"
 REGISTRY_MODULE = "_ccc_salt_docker_beacon_registry"
+SETTINGS = "ccc_containers.settings"
+SETTINGS_RECHECK = 30.0  # s between two looks at ccc:node:docker_url (a pillar refresh rebuilds the beacon anyway)
 EVENTS_REQUEST = (
     "GET /events?filters=" + urllib.parse.quote('{"type":["daemon"]}', safe="") + " HTTP/1.1\r\n"
     "Host: docker\r\nUser-Agent: ccc-salt-beacon\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
@@ -295,86 +298,52 @@ class EngineWatcher:
 # Salt beacon interface
 
 
-def _merge(config):
-    merged = {}
-    if isinstance(config, dict):
-        merged.update(config)
-    else:
-        for item in config or []:
-            if isinstance(item, dict):
-                merged.update(item)
-    return merged
-
-
-def _number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def validate(config):
     """Check the beacon configuration (the raw list of one-key dicts)."""
-    if not isinstance(config, list) or not all(isinstance(item, dict) for item in config):
-        return False, "ccc_docker: configuration must be a list of one-key dicts"
-    conf = _merge(config)
-    unknown = set(conf) - set(DEFAULTS) - RESERVED_KEYS - {"docker_url", "from_pillar"}
-    if unknown:
-        return False, f"ccc_docker: unknown keys {sorted(unknown)}"
-    if conf.get("disable_during_state_run"):
-        return False, ("ccc_docker: disable_during_state_run would close the events stream during every "
-                       "state run; leave it False")
-    if ("docker_url" in conf) == ("from_pillar" in conf):
-        return False, "ccc_docker: set exactly one of docker_url and from_pillar"
-    problems = [f"{key} must be a number of seconds >= 0" for key in DEFAULTS
-                if key in conf and (not _number(conf[key]) or conf[key] < 0)]
-    if "from_pillar" in conf and (not isinstance(conf["from_pillar"], str) or not conf["from_pillar"]):
-        problems.append("from_pillar must name a pillar key (ccc)")
-    if "docker_url" in conf:
+    conf, problems = beacon_config.check(config, __virtualname__, DEFAULTS, ("docker_url", "from_pillar"))
+    if conf is not None and "docker_url" in conf:
         try:
             endpoint(conf["docker_url"])
         except ValueError as exc:
             problems.append(str(exc))
-    if problems:
-        return False, "ccc_docker: " + "; ".join(problems)
-    return True, "valid beacon configuration"
+    return beacon_config.verdict(__virtualname__, problems)
 
 
-def _loader_value(name):
-    """A Salt loader dunder as a plain dict (the loader wraps them in NamedLoaderContext)."""
-    value = globals().get(name)
-    value = value.value() if hasattr(value, "value") else value
-    return value if isinstance(value, dict) else {}
-
-
-def _resolved(conf):
-    """(docker_url, tunables) for this call: from the configuration or from pillar."""
-    url = conf.get("docker_url")
-    if "from_pillar" in conf:
-        pillar = _loader_value("__pillar__") or _loader_value("__opts__").get("pillar") or {}
-        ccc = pillar.get(conf["from_pillar"])
-        node = ccc.get("node") if isinstance(ccc, dict) else None
-        url = (node.get("docker_url") if isinstance(node, dict) else None) or DEFAULT_DOCKER_URL
-    return url, {key: conf.get(key, default) for key, default in DEFAULTS.items()}
+def _pillar_url(now):
+    """
+    ``ccc:node:docker_url`` from ``ccc_containers.settings`` (the deployment's own reading, its
+    default included), asked at most every ``SETTINGS_RECHECK`` s; ``None`` while it cannot be
+    asked (the execution module not synced yet, say).
+    """
+    cached = __context__.get(CONTEXT_KEY + ".url")
+    if cached is not None and now < cached[1]:
+        return cached[0]
+    try:
+        url = beacon_config.salt_call(__salt__, beacon_config.loader_value(__opts__), SETTINGS)["node"]["docker_url"]
+    except Exception as exc:  # noqa: BLE001 - a beacon must not die: try again later
+        if __context__.get(CONTEXT_KEY + ".failed") != str(exc):
+            log.error("ccc_docker: %s failed (%s); the beacon waits for it", SETTINGS, exc)
+            __context__[CONTEXT_KEY + ".failed"] = str(exc)
+        url = cached[0] if cached is not None else None
+    __context__[CONTEXT_KEY + ".url"] = (url, now + SETTINGS_RECHECK)
+    return url
 
 
 def _registry():
-    """
-    Live watchers by beacon name, kept across beacon loaders in this minion process: a pillar
-    refresh builds a new loader (empty ``__context__``) without calling ``close`` for beacons
-    configured in pillar (see ``_beacons/ccc_settings.py``); the new watcher takes the old one's
-    stream over, so no socket leaks and no restart around the refresh goes unreported.
-    """
-    holder = sys.modules.get(REGISTRY_MODULE)
-    if holder is None:
-        holder = types.ModuleType(REGISTRY_MODULE)
-        holder.watchers = {}
-        sys.modules[REGISTRY_MODULE] = holder
-    return holder.watchers
+    """Live watchers by beacon name, kept across beacon loaders in this minion process
+    (``_ccc_beacon_config.registry``): the new watcher takes the old one's stream over, so no
+    socket leaks and no restart around a pillar refresh goes unreported."""
+    return beacon_config.registry(REGISTRY_MODULE).watchers
 
 
 def _watcher(conf):
     """This beacon's watcher, made (or remade, when the endpoint changed) as needed; None when
-    the endpoint cannot be watched (logged once per endpoint)."""
-    url, tunables = _resolved(conf)
+    the endpoint cannot be watched (logged once per endpoint) or is not known yet."""
+    url = _pillar_url(time.monotonic()) if "from_pillar" in conf else conf.get("docker_url")
+    tunables = {key: conf.get(key, default) for key, default in DEFAULTS.items()}
     watcher = __context__.get(CONTEXT_KEY)
+    if url is None:
+        return None
     if watcher is not None and not watcher.closed and watcher.url == url:
         watcher.min_interval, watcher.answer_timeout = tunables["min_interval"], tunables["answer_timeout"]
         return watcher
@@ -406,7 +375,7 @@ def beacon(config):
 
         salt node1 beacons.add ccc_docker "[{'from_pillar': 'ccc'}, {'interval': 1}]"
     """
-    watcher = _watcher(_merge(config))
+    watcher = _watcher(beacon_config.merge(config))
     if watcher is None:
         return []
     return [{"tag": "restarted", **event} for event in watcher.poll()]
@@ -415,7 +384,7 @@ def beacon(config):
 def close(config):
     """Close the events stream (Salt calls this on beacon refresh)."""
     watcher = __context__.pop(CONTEXT_KEY, None)
-    name = _merge(config).get("_beacon_name") or __virtualname__
+    name = beacon_config.merge(config).get("_beacon_name") or __virtualname__
     if watcher is not None:
         watcher.close()
         if _registry().get(name) is watcher:

@@ -3,6 +3,7 @@ Execution module ``ccc_devices``: this node's GPU device groups, as a deploy see
 """
 
 import ccc_device_groups
+import ccc_pillar
 
 __virtualname__ = "ccc_devices"
 
@@ -12,8 +13,8 @@ def __virtual__():
 
 
 def _compute_devices():
-    node = dict.get(__pillar__.get("ccc") or {}, "node") or {}
-    return {group: list(uuids or []) for group, uuids in dict.items(node.get("compute_devices") or {})}
+    """This node's ``ccc:node:compute_devices``, as plain data (``ccc_pillar``'s unwrapping)."""
+    return ccc_pillar.node_settings(ccc_pillar.pillar_ccc(__pillar__), __grains__["id"])["compute_devices"]
 
 
 def groups():
@@ -39,7 +40,9 @@ def for_groups(group_names):
     .. code-block:: bash
 
         salt-call ccc_devices.for_groups '["device_lab", "device_student"]'
+        salt-call ccc_devices.for_groups device_lab,device_student
     """
-    compute_devices = _compute_devices()
-    uuids, missing = ccc_device_groups.device_ids_for_groups(group_names, compute_devices)
+    if isinstance(group_names, str):
+        group_names = [name.strip() for name in group_names.split(",") if name.strip()]
+    uuids, missing = ccc_device_groups.device_ids_for_groups(group_names, _compute_devices())
     return {"device_ids": uuids, "groups_not_on_this_node": missing}

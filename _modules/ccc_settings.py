@@ -9,9 +9,10 @@ __virtualname__ = "ccc_settings"
 
 
 def __virtual__():
-    if ccc_schema.jsonschema is None:
-        return False, "ccc_settings needs the jsonschema package (salt-pip install jsonschema)"
-    return __virtualname__
+    """Loaded where settings can be checked as a deploy checks them: with ``jsonschema``."""
+    if ccc_schema.jsonschema is not None:
+        return __virtualname__
+    return False, "ccc_settings needs the jsonschema package (salt-pip install jsonschema)"
 
 
 def schema():

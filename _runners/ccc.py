@@ -16,6 +16,14 @@ edit seen by several nodes' beacons, do not count); a held-back apply tells the 
 only under an fcntl lock: reactor worker threads and the schedule run these concurrently, and
 per-user counts span stacks. Full reconciles of a node (``reconcile_node``, after its Docker
 engine restarted) are coalesced the same way: at most one queued or running per node.
+
+Every node where a stack may run watches its (shared) settings file, so one save is reported by
+each of them, with the same file ``version`` (``_beacons/ccc_settings.py``). A version that a job
+published since already covers is not applied again (``VERSION_MEMORY``): the others' reports
+would each cost a full apply on every target, queued in front of the user's next save.
+
+The reactor passes what the events carry as they are; the checks are here (``redeploy``,
+``reconcile_node``), with the shared rules of ``_utils`` (``ccc_rules``, ``ccc_pillar``).
 """
 
 import contextlib
@@ -45,39 +53,31 @@ NOTICE_LIMIT = 300
 # of its containers anyway.
 PROBE_AFTER = 10
 PROBE_WAIT = 2
-# What reactor/engine_restarted.sls accepts as a minion id (checked again here).
-MINION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+# A minion id the runner acts on (ids come from minion-supplied event data).
+MINION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+# s a reported settings file version is remembered as applied (a node that sees the edit only by
+# its stat poll, on another NFS client, reports it up to ccc:cluster:beacon:poll_interval later),
+# and how many versions per stack.
+VERSION_MEMORY = 600
+VERSIONS_KEPT = 8
 
 
 def __virtual__():
     return __virtualname__
 
 
-def targets_for(pillars, stack):
-    """
-    The minions on which ``stack`` may run, from a map minion id -> pillar.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt-run ccc.targets ana-main
-    """
-    targets = []
-    for minion_id, pillar in sorted((pillars or {}).items()):
-        ccc = ccc_pillar.pillar_ccc(pillar)
-        node = ccc_pillar.node_settings(ccc, minion_id)["name"]
-        if node in ccc_pillar.allowed_nodes(ccc, stack):
-            targets.append(minion_id)
-    return targets
+def _targets_for(cccs, stack):
+    """The minions on which ``stack`` may run, from a map minion id -> its ``ccc`` pillar."""
+    return [minion_id for minion_id, ccc in sorted((cccs or {}).items())
+            if ccc_pillar.node_settings(ccc, minion_id)["name"] in ccc_pillar.allowed_nodes(ccc, stack)]
 
 
-def _user_for(pillars, stack):
+def _user_for(cccs, stack):
     """The USER_EMAIL of ``stack`` in any minion's pillar (``None`` when no pillar has the stack)."""
-    for _, pillar in sorted((pillars or {}).items()):
-        for entry in ccc_pillar.pillar_ccc(pillar).get("containers") or []:
-            if isinstance(entry, dict) and entry.get("STACK_NAME") == stack and entry.get("USER_EMAIL"):
-                return str(entry["USER_EMAIL"])
+    for _, ccc in sorted((cccs or {}).items()):
+        record, _ = ccc_pillar.container_record(ccc, stack, check=False)
+        if record and record.get("USER_EMAIL"):
+            return str(record["USER_EMAIL"])
     return None
 
 
@@ -146,12 +146,13 @@ def _noop(returns, stack):
     return True
 
 
-def _cached_pillars():
+def _cached_cccs():
+    """Every known minion's ``ccc`` pillar from the master's cache (no pillar is compiled)."""
     util = salt.utils.master.MasterPillarUtil(
         "*", "glob", use_cached_grains=True, grains_fallback=False,
         use_cached_pillar=True, pillar_fallback=False, opts=__opts__,
     )
-    return util.get_minion_pillar()
+    return {minion: ccc_pillar.pillar_ccc(pillar) for minion, pillar in util.get_minion_pillar().items()}
 
 
 def targets(stack):
@@ -164,13 +165,14 @@ def targets(stack):
 
         salt-run ccc.targets ana-main
     """
-    return targets_for(_cached_pillars(), stack)
+    return _targets_for(_cached_cccs(), stack)
 
 
 @contextlib.contextmanager
 def _record():
     """The redeploy record ``{"stacks": {stack: entry}, "users": {email: [apply times]},
-    "nodes": {minion: entry}}`` (``nodes``: full reconciles, see ``reconcile_node``), locked;
+    "nodes": {minion: entry}, "versions": {stack: [[version, published]]}}`` (``nodes``: full
+    reconciles, see ``reconcile_node``; ``versions``: the settings file versions jobs covered), locked;
     written back (atomically) when changed, also when the caller failed half-way (a pending mark
     must not be lost). An unreadable record starts over: the worst is one extra apply."""
     root = os.path.join(__opts__["cachedir"], "ccc-redeploy")
@@ -185,7 +187,7 @@ def _record():
             record = {}
         if not isinstance(record, dict):
             record = {}
-        for key in ("stacks", "users", "nodes"):
+        for key in ("stacks", "users", "nodes", "versions"):
             record[key] = record.get(key) if isinstance(record.get(key), dict) else {}
         before = json.dumps(record, sort_keys=True)
         try:
@@ -201,13 +203,13 @@ class _Master:
     """Lazy access to the master's pillar cache, job cache and publisher (each only when needed)."""
 
     def __init__(self):
-        self._pillars = None
+        self._cccs = None
         self._client = None
 
-    def pillars(self):
-        if self._pillars is None:
-            self._pillars = _cached_pillars()
-        return self._pillars
+    def cccs(self):
+        if self._cccs is None:
+            self._cccs = _cached_cccs()
+        return self._cccs
 
     def client(self):
         if self._client is None:
@@ -277,12 +279,15 @@ def _advance(record, stack, now, limits, master):
         applies.remove(before["started"])  # the job is over and changed nothing: not a redeploy
     result = {"stack": stack, "action": action, "targets": entry.get("targets") or [], "jid": entry.get("jid")}
     if action == "apply":
-        minions = targets_for(master.pillars(), stack)
+        minions = _targets_for(master.cccs(), stack)
         if minions:
             notice = _notice_for(entry, now, limits)
             jid, minions = master.publish(stack, minions, notice)
             applies.append(now)
             entry.update(jid=jid or None, targets=minions, started=now, pending=not jid, held_since=None)
+            if jid and entry.get("version"):  # the job reads the file as it is now: this version or later
+                record["versions"][stack] = (record["versions"].get(stack) or [])[1 - VERSIONS_KEPT:] + [
+                    [entry.pop("version"), now]]
             result.update(targets=minions, jid=jid, notice=notice)
         else:
             action = result["action"] = "idle"
@@ -315,20 +320,38 @@ def _advance_node(record, minion, now, limits, master):
     return {"node": minion, "action": action, "jid": entry.get("jid")}
 
 
-def _prune_users(record, now, limits):
-    for user, applies in list(record["users"].items()):
-        recent = [when for when in applies if isinstance(when, (int, float)) and now - when < limits["window"]]
-        if recent:
-            record["users"][user] = recent
-        else:
-            del record["users"][user]
+def _prune(record, now, limits):
+    """Forget applies outside the rate-limit window and versions older than ``VERSION_MEMORY``."""
+    for key, keep in (("users", lambda when: now - when < limits["window"]),
+                      ("versions", lambda item: now - item[1] < VERSION_MEMORY)):
+        for name, items in list(record[key].items()):
+            recent = [item for item in items if _well_formed(key, item) and keep(item)]
+            if recent:
+                record[key][name] = recent
+            else:
+                del record[key][name]
 
 
-def redeploy(stack):
+def _well_formed(key, item):
+    if key == "users":
+        return isinstance(item, (int, float))
+    return isinstance(item, list) and len(item) == 2 and isinstance(item[1], (int, float))
+
+
+def _covered(record, stack, version):
+    """Whether a job published since ``version`` of the stack's settings file was reported
+    covers it (the same save reported by another node)."""
+    return isinstance(version, str) and any(_well_formed("versions", item) and item[0] == version
+                                            for item in record["versions"].get(stack) or ())
+
+
+def redeploy(stack, version=None):
     """
     Apply ``containers`` limited to ``stack`` on every minion where it may run: now, or (a job
     for the stack still queued or running, or its user over the rate limit) by ``ccc.flush``
     later. Applies are queued behind a running state job, never failing because one runs.
+    ``version``: the settings file version the ``ccc_settings`` beacon reported; one that a job
+    published since covers is not applied again (``"action": "covered"``).
 
     CLI Example:
 
@@ -336,16 +359,22 @@ def redeploy(stack):
 
         salt-run ccc.redeploy ana-main
     """
-    if not isinstance(stack, str) or not ccc_rules.STACK_NAME_PATTERN.match(stack):
+    if not ccc_rules.is_stack_name(stack):
         return {"stack": stack, "targets": [], "error": "not a STACK_NAME"}
     master = _Master()
-    if not targets_for(master.pillars(), stack):
+    if not _targets_for(master.cccs(), stack):
         return {"stack": stack, "targets": [], "jid": None}
     limits, now = _limits(__opts__), time.time()
     with _record() as record:
-        record["stacks"].setdefault(stack, {}).update(pending=True, user=_user_for(master.pillars(), stack))
-        result = _advance(record, stack, now, limits, master)
-        _prune_users(record, now, limits)
+        if _covered(record, stack, version):
+            result = {"stack": stack, "action": "covered", "targets": [], "jid": None}
+        else:
+            entry = record["stacks"].setdefault(stack, {})
+            entry.update(pending=True, user=_user_for(master.cccs(), stack))
+            if isinstance(version, str):  # the latest reported; a report without one keeps it
+                entry["version"] = version
+            result = _advance(record, stack, now, limits, master)
+        _prune(record, now, limits)
     return result
 
 
@@ -365,7 +394,7 @@ def flush():
         actions = {stack: _advance(record, stack, now, limits, master)["action"] for stack in sorted(record["stacks"])}
         for minion in sorted(record["nodes"]):
             actions[f"node:{minion}"] = _advance_node(record, minion, now, limits, master)["action"]
-        _prune_users(record, now, limits)
+        _prune(record, now, limits)
     return actions
 
 
@@ -383,10 +412,10 @@ def reconcile_node(node):
 
         salt-run ccc.reconcile_node node1
     """
-    if not isinstance(node, str) or not MINION_ID_PATTERN.match(node):
+    if not isinstance(node, str) or not MINION_ID_PATTERN.fullmatch(node):
         return {"node": node, "action": None, "error": "not a minion id"}
     master = _Master()
-    if node not in master.pillars():
+    if node not in master.cccs():
         return {"node": node, "action": None, "error": "no cached pillar for this minion"}
     limits, now = _limits(__opts__), time.time()
     with _record() as record:

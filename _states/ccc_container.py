@@ -1,7 +1,12 @@
 """
-States for ccc-salt compute containers (thin wrappers over the ``ccc_docker`` module).
+States for ccc-salt compute containers, over the ``ccc_docker`` execution module: they compare,
+own test mode and build ``changes``/``comment``; the module does the work and returns data.
 
 .. code-block:: yaml
+
+    ccc-containers-deploy:
+      ccc_container.deployed:
+        - stacks: [box1, box2]
 
     box1:
       ccc_container.running: []
@@ -12,11 +17,19 @@ States for ccc-salt compute containers (thin wrappers over the ``ccc_docker`` mo
     ccc-containers-summary:
       ccc_container.summary:
         - order: last
+
+``deployed`` plans and applies all its stacks at once (several at a time, see
+``_utils/ccc_deploy.py``); each ``running`` state then reports its own container's outcome,
+so every container keeps its own state ID, result, comment and changes. A ``running`` state
+without a ``deployed`` one before it applies its container itself.
 """
+
+from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_container"
 
 OUTCOMES_KEY = "ccc_container.outcomes"
+DEPLOYED_KEY = "ccc_container.deployed"
 
 
 def __virtual__():
@@ -25,8 +38,31 @@ def __virtual__():
     return __virtualname__
 
 
-def _record(name, result):
-    __context__.setdefault(OUTCOMES_KEY, {})[name] = result
+def _test():
+    return bool(__opts__["test"])
+
+
+def _failed(name, exc):
+    """A state that cannot act: one line saying why (no traceback)."""
+    lines = str(exc).strip().splitlines()
+    return {"name": name, "result": False, "changes": {}, "comment": lines[0] if lines else type(exc).__name__}
+
+
+def deployed(name, stacks=()):
+    """
+    Plan and apply every container of ``stacks`` on this node, ``ccc:node:create_parallelism``
+    at a time. Reports nothing of its own: the ``running`` state of each container reports its
+    outcome. Fails only when the containers could not be applied at all.
+    """
+    try:
+        outcomes = __salt__["ccc_docker.deploy_many"](list(stacks), test=_test())
+    except CommandExecutionError as exc:
+        return _failed(name, exc)
+    __context__[DEPLOYED_KEY] = outcomes
+    failed = sum(1 for outcome in outcomes.values() if outcome["result"] is False)
+    return {"name": name, "result": True, "changes": {},
+            "comment": f"{len(outcomes)} container(s) {'checked' if _test() else 'applied'}, {failed} failed; "
+                       "each reports in its own state"}
 
 
 def running(name):
@@ -37,11 +73,13 @@ def running(name):
     the spec changed); on other nodes, or when DISABLED, it is removed from this node. Errors
     leave the container as it was and fail this state only.
     """
-    try:
-        outcome = __salt__["ccc_docker.deploy"](name, test=bool(__opts__["test"]))
-    except Exception as exc:  # noqa: BLE001 - counted in the summary, never lost in a traceback
-        outcome = {"result": False, "changes": {}, "comment": f"{name}: {type(exc).__name__}: {exc}"}
-    _record(name, outcome["result"])
+    outcome = (__context__.get(DEPLOYED_KEY) or {}).pop(name, None)
+    if outcome is None:
+        try:
+            outcome = __salt__["ccc_docker.deploy"](name, test=_test())
+        except Exception as exc:  # noqa: BLE001 - counted in the summary, never lost in a traceback
+            outcome = {"result": False, "changes": {}, "comment": f"{name}: {type(exc).__name__}: {exc}"}
+    __context__.setdefault(OUTCOMES_KEY, {})[name] = outcome["result"]
     return {"name": name, **outcome}
 
 
@@ -49,8 +87,10 @@ def absent(name):
     """
     Remove the ccc-salt container ``name`` from this node; user data is never touched.
     """
-    test = bool(__opts__["test"])
-    outcome = __salt__["ccc_docker.remove"](name, test=test)
+    try:
+        outcome = __salt__["ccc_docker.remove"](name, test=_test())
+    except CommandExecutionError as exc:
+        return _failed(name, exc)
     return {"name": name, **outcome}
 
 
@@ -64,8 +104,11 @@ def orphans_absent(name, enabled=True):
     """
     if not enabled:
         return {"name": name, "result": True, "changes": {}, "comment": "orphan removal is switched off"}
-    test = bool(__opts__["test"])
-    outcome = __salt__["ccc_docker.remove_orphans"](test=test)
+    test = _test()
+    try:
+        outcome = __salt__["ccc_docker.remove_orphans"](test=test)
+    except CommandExecutionError as exc:
+        return _failed(name, exc)
     orphans = outcome["orphans"]
     if outcome["refused"]:
         return {"name": name, "result": False, "changes": {},
@@ -85,8 +128,11 @@ def network_present(name):
     """
     Ensure the Docker network ``name`` exists (created from ``ccc:cluster:networks:<name>``).
     """
-    test = bool(__opts__["test"])
-    status = __salt__["ccc_docker.network_present"](name, test=test)
+    test = _test()
+    try:
+        status = __salt__["ccc_docker.network_present"](name, test=test)
+    except CommandExecutionError as exc:
+        return _failed(name, exc)
     if status == "present":
         return {"name": name, "result": True, "changes": {}, "comment": f"network {name} exists"}
     return {"name": name, "result": None if test else True, "changes": {"network": status},
@@ -98,11 +144,11 @@ def private_mounts_managed(name):
     Bind-mount the live private data groups of the users with containers on this node, and
     unmount revoked ones; running containers see the change without being recreated.
     """
-    test = bool(__opts__["test"])
+    test = _test()
     try:
         changes = __salt__["ccc_docker.private_mounts"](test=test)
-    except OSError as exc:
-        return {"name": name, "result": False, "changes": {}, "comment": str(exc)}
+    except (CommandExecutionError, OSError) as exc:
+        return _failed(name, exc)
     refused = changes.pop("refused", [])
     comment = "private data mounts " + ("would change" if test else "changed") if changes else \
         "private data mounts are in place"

@@ -5,6 +5,8 @@ GPU UUIDs; a container gets the GPUs of the groups it is allowed. No group ever 
 
 import re
 
+import ccc_quote
+
 GPU_UUID_PATTERN = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]{4,64}$")
 
 
@@ -19,11 +21,12 @@ def check_compute_devices(compute_devices):
     problems = []
     for group, uuids in compute_devices.items():
         if not isinstance(uuids, list):
-            problems.append(f"device group {group!r} must list GPU UUIDs")
+            problems.append(f"device group {ccc_quote.quote_value(group)} must list GPU UUIDs")
             continue
         for uuid in uuids:
-            if not isinstance(uuid, str) or not GPU_UUID_PATTERN.match(uuid):
-                problems.append(f"device group {group!r}: {uuid!r} is not a GPU or MIG UUID")
+            if not isinstance(uuid, str) or not GPU_UUID_PATTERN.fullmatch(uuid):
+                problems.append(f"device group {ccc_quote.quote_value(group)}: {ccc_quote.quote_value(uuid)}"
+                                " is not a GPU or MIG UUID")
     return problems
 
 
@@ -37,7 +40,7 @@ def device_ids_for_groups(groups, compute_devices):
     compute_devices = compute_devices or {}
     uuids, missing = [], []
     for group in groups or []:
-        if group not in compute_devices:
+        if not isinstance(group, str) or group not in compute_devices:
             missing.append(group)
             continue
         for uuid in compute_devices[group] or []:

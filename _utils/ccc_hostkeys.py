@@ -13,19 +13,22 @@ other container's host key and impersonate its sshd. Here each stack gets its ow
 
 Concurrent first deploys on two nodes are safe: a set is generated in a fresh temporary folder
 and renamed into place; whoever renames second uses the winner's keys. A missing storage root
-is never created. Plain Python, used by ``ccc_docker``.
+is never created. Keys are made with ``cryptography`` (a Salt dependency) in OpenSSH's own
+formats, the same key types and sizes as ``ssh-keygen -A`` but without a process per key: RSA
+generation dominates a first deploy (about 0.5 s per stack with ssh-keygen, 0.1-0.15 s here).
+Plain Python, used by ``ccc_apply``.
 """
 
 import os
 import secrets
 import shutil
-import subprocess
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 import ccc_safefs
 
 KEY_TYPES = ("rsa", "ecdsa", "ed25519")
-KEYGEN_CANDIDATES = ("/usr/bin/ssh-keygen", "/bin/ssh-keygen")
-
 
 
 def key_files():
@@ -44,20 +47,27 @@ def present(sshd_data, stack):
     return all(os.path.isfile(os.path.join(keys, name)) for name in key_files())
 
 
-def _keygen():
-    for candidate in KEYGEN_CANDIDATES:
-        if os.access(candidate, os.X_OK):
-            return candidate
-    raise FileNotFoundError("ssh-keygen is not installed (package openssh-client)")
+def _private_key(kind, rsa_bits):
+    if kind == "rsa":
+        return rsa.generate_private_key(public_exponent=65537, key_size=int(rsa_bits))
+    if kind == "ecdsa":
+        return ec.generate_private_key(ec.SECP256R1())  # ssh-keygen's default ECDSA size
+    return ed25519.Ed25519PrivateKey.generate()
 
 
 def _generate(folder, stack, rsa_bits):
-    keygen = _keygen()
+    """Write one key set into ``folder`` (a fresh root-only folder): private keys in OpenSSH's
+    format (0600), public keys as ``<type> <base64> ccc-salt <STACK>`` (0644)."""
     for kind in KEY_TYPES:
-        size = ["-b", str(int(rsa_bits))] if kind == "rsa" else []
-        command = [keygen, "-q", "-t", kind, *size, "-N", "", "-C", f"ccc-salt {stack}",
-                   "-f", os.path.join(folder, f"ssh_host_{kind}_key")]
-        subprocess.run(command, check=True, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+        key = _private_key(kind, rsa_bits)
+        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                    serialization.NoEncryption())
+        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+        path = os.path.join(folder, f"ssh_host_{kind}_key")
+        for name, data, mode in ((path, private, 0o600), (path + ".pub", public + f" ccc-salt {stack}\n".encode(), 0o644)):
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
 
 
 def _shared_set(state_dir, stack, rsa_bits):

@@ -1,12 +1,15 @@
 """
-The ``ccc`` pillar as a model: built-in defaults, merges, container records, selection and
-placement (which nodes a container may run on). Plain data in, plain data out.
+The ``ccc`` pillar as a model: built-in defaults, merges, container records, selection,
+grants and placement (which nodes a container may and does run on), the NFS owner of user
+files. Plain data in, plain data out.
 """
 
+import collections
 import copy
 import os
 import re
 
+import ccc_quote
 import ccc_rules
 import ccc_schema
 
@@ -46,8 +49,17 @@ CLUSTER_DEFAULTS = {
     "admin_log_dir": "/var/log/ccc-salt",
     "docs_url": "https://github.com/vicoslab/ccc-deployment/blob/master/USER_INSTRUCTION.md",
 }
+
 NODE_DEFAULTS = {"name": None, "docker_url": "unix:///var/run/docker.sock", "compute_devices": {},
-                 "binds_dir": "/run/ccc-salt/binds", "state_dir": "/var/lib/ccc-salt"}
+                 "binds_dir": "/run/ccc-salt/binds", "state_dir": "/var/lib/ccc-salt", "create_parallelism": 4}
+
+# What a user type grants (its key) and what a container record adds to that (its key).
+GRANTS = {
+    "nodes": ("allowed_nodes", "ALLOWED_NODES"),
+    "device_groups": ("allowed_device_groups", "ADDITIONAL_DEVICE_GROUPS"),
+    "private_data_groups": ("allowed_private_data_groups", "ADDITIONAL_PRIVATE_DATA_GROUPS"),
+    "private_mount_groups": ("allowed_private_data_mount_groups", "ADDITIONAL_PRIVATE_DATA_MOUNT_GROUPS"),
+}
 
 
 def deep_merge(base, override):
@@ -84,6 +96,16 @@ def node_settings(ccc, minion_id):
     return node
 
 
+def file_owner(cluster):
+    """
+    ``(uid, gid)`` of everything created for users (folders, settings and ``.deploy`` files,
+    last accepted settings): the one NFS identity ``ccc:cluster:nfs_user``, the gid defaulting
+    to the uid. ``cluster`` is ``cluster_settings``'s result.
+    """
+    nfs_user = cluster["nfs_user"]
+    return int(nfs_user["uid"]), int(nfs_user.get("gid", nfs_user["uid"]))
+
+
 def cluster_nodes(ccc):
     """
     Every node a container may run on: the user types' ``default_nodes`` and ``allowed_nodes``
@@ -115,6 +137,27 @@ def _split_filter(value):
     return [str(item).strip() for item in value]
 
 
+def stack_entries(ccc):
+    """
+    The container entries that can be deployed, by STACK_NAME in pillar order, and why the
+    others cannot: ``(entries, errors)``. An entry with an invalid STACK_NAME is skipped, and a
+    STACK_NAME defined more than once is skipped in every definition (which one the admin
+    meant is unknown).
+    """
+    entries = [entry for entry in (ccc or {}).get("containers") or [] if isinstance(entry, dict)]
+    counts = collections.Counter(e["STACK_NAME"] for e in entries if ccc_rules.is_stack_name(e.get("STACK_NAME")))
+    valid, errors = {}, []
+    for entry in entries:
+        stack = entry.get("STACK_NAME")
+        if not ccc_rules.is_stack_name(stack):
+            errors.append(f"container entry with invalid STACK_NAME {ccc_quote.quote_value(stack)} is skipped")
+        elif counts[stack] == 1:
+            valid[stack] = entry
+    errors.extend(f"STACK_NAME {ccc_quote.quote_value(stack)} is defined more than once; every definition is skipped"
+                  for stack, count in counts.items() if count > 1)
+    return valid, errors
+
+
 def select(ccc, containers=None, users=None):
     """
     Select containers by STACK_NAME and/or user email; no filter selects all.
@@ -124,36 +167,14 @@ def select(ccc, containers=None, users=None):
     """
     wanted_stacks = _split_filter(containers)
     wanted_users = _split_filter(users)
-    entries = [entry for entry in (ccc or {}).get("containers") or [] if isinstance(entry, dict)]
-    errors = []
-    stacks, seen = [], set()
-    for entry in entries:
-        stack = entry.get("STACK_NAME")
-        if not isinstance(stack, str) or not ccc_rules.STACK_NAME_PATTERN.match(stack):
-            errors.append(f"container entry with invalid STACK_NAME {stack!r} is skipped")
-            continue
-        if stack in seen:
-            errors.append(f"STACK_NAME {stack!r} is defined more than once; every definition is skipped")
-            continue
-        seen.add(stack)
-        stacks.append((stack, entry.get("USER_EMAIL")))
-    duplicates = {msg.split("'")[1] for msg in errors if "more than once" in msg}
-    stacks = [(stack, email) for stack, email in stacks if stack not in duplicates]
-
-    known_stacks = {stack for stack, _ in stacks}
-    known_users = set(((ccc or {}).get("users") or {}).keys()) | {email for _, email in stacks}
-    for name in wanted_stacks:
-        if name not in known_stacks:
-            errors.append(f"containers filter: no container named {name!r}")
-    for email in wanted_users:
-        if email not in known_users:
-            errors.append(f"users filter: no user {email!r}")
+    entries, errors = stack_entries(ccc)
+    emails = {stack: entry.get("USER_EMAIL") for stack, entry in entries.items()}
+    known_users = set(((ccc or {}).get("users") or {}).keys()) | {e for e in emails.values() if isinstance(e, str)}
+    errors.extend(f"containers filter: no container named {ccc_quote.quote_value(name)}"
+                  for name in wanted_stacks if name not in entries)
+    errors.extend(f"users filter: no user {ccc_quote.quote_value(email)}" for email in wanted_users if email not in known_users)
     filtered = bool(wanted_stacks or wanted_users)
-    selected = [
-        stack
-        for stack, email in stacks
-        if not filtered or stack in wanted_stacks or email in wanted_users
-    ]
+    selected = [stack for stack, email in emails.items() if not filtered or stack in wanted_stacks or email in wanted_users]
     return {"selected": selected, "errors": errors, "filtered": filtered}
 
 
@@ -177,44 +198,48 @@ def container_record(ccc, stack, check=True):
     """
     entries = [e for e in (ccc or {}).get("containers") or [] if isinstance(e, dict) and e.get("STACK_NAME") == stack]
     if not entries:
-        return None, [f"no container named {stack!r} in pillar ccc:containers"]
+        return None, [f"no container named {ccc_quote.quote_value(stack)} in pillar ccc:containers"]
     if len(entries) > 1:
-        return None, [f"STACK_NAME {stack!r} is defined more than once"]
+        return None, [f"STACK_NAME {ccc_quote.quote_value(stack)} is defined more than once"]
     users = (ccc or {}).get("users") or {}
     record = merged_record(users, entries[0])
     if not check:
         return record, []
-    problems = []
-    if record["USER_EMAIL"] not in users:
-        problems.append(f"{stack}: USER_EMAIL {record['USER_EMAIL']!r} has no entry in ccc:users")
-    problems.extend(_check_admin_record(ccc, record))
-    return record, problems
+    return record, ccc_quote.cap_problems(_check_admin_record(ccc, record))
 
 
 def _check_admin_record(ccc, record):
-    stack = record["STACK_NAME"]
+    """What makes an admin record undeployable, one problem per mistake, values quoted."""
+    stack, quote = record["STACK_NAME"], ccc_quote.quote_value
     problems = []
     email = record.get("USER_EMAIL")
-    if not isinstance(email, str) or not ccc_rules.EMAIL_PATTERN.match(email):
-        problems.append(f"{stack}: USER_EMAIL {email!r} is not a valid address")
+    if not isinstance(email, str) or email not in ((ccc or {}).get("users") or {}):
+        problems.append(f"{stack}: USER_EMAIL {quote(email)} has no entry in ccc:users")
+    if not ccc_rules.is_email(email):
+        problems.append(f"{stack}: USER_EMAIL {quote(email)} is not a valid address")
     for key in ("CONTAINER_IMAGE", "USER_NAME", "USER_TYPE", "USER_FULLNAME"):
         if not record.get(key):
             problems.append(f"{stack}: {key} is required (in the container or its user record)")
     user_type = record.get("USER_TYPE")
-    if user_type and user_type not in ((ccc or {}).get("user_types") or {}):
-        problems.append(f"{stack}: USER_TYPE {user_type!r} is not defined in ccc:user_types")
+    if user_type and (not isinstance(user_type, str) or user_type not in ((ccc or {}).get("user_types") or {})):
+        problems.append(f"{stack}: USER_TYPE {quote(user_type)} is not defined in ccc:user_types")
     storage = record.get("STORAGE_NAME")
-    if storage is not None and (not isinstance(storage, str) or not ccc_rules.STACK_NAME_PATTERN.match(storage)):
-        problems.append(f"{stack}: STORAGE_NAME {storage!r} must look like a STACK_NAME")
+    if storage is not None and not ccc_rules.is_stack_name(storage):
+        problems.append(f"{stack}: STORAGE_NAME {quote(storage)} must look like a STACK_NAME")
     for key in ("USER_FULLNAME", "USER_MENTOR"):
         value = record.get(key)
         if value is not None and (not isinstance(value, str) or re.search(r"[\x00-\x1f\x7f]", value)):
             problems.append(f"{stack}: {key} must be a single line of text")
-    for key, value in (record.get("EXTRA_ENVS") or {}).items():
-        if not ccc_rules.ENV_NAME_PATTERN.match(str(key)) or not isinstance(value, (str, int, float, bool)):
-            problems.append(f"{stack}: EXTRA_ENVS entry {key!r} must be NAME: scalar")
-    if record.get("EXTRA_ENVS") is not None and not isinstance(record.get("EXTRA_ENVS"), dict):
+    for key in [key for _, key in GRANTS.values()] + ["DEPLOYMENT_NODES"]:
+        listed = record.get(key)
+        if listed is not None and not (isinstance(listed, list) and all(isinstance(item, str) for item in listed)):
+            problems.append(f"{stack}: {key} must be a list of names, not {quote(listed)}")
+    extra_envs = record.get("EXTRA_ENVS")
+    if extra_envs is not None and not isinstance(extra_envs, dict):
         problems.append(f"{stack}: EXTRA_ENVS must be a mapping")
+    for key, value in (extra_envs if isinstance(extra_envs, dict) else {}).items():
+        if not ccc_rules.is_env_name(key) or not isinstance(value, (str, int, float, bool)):
+            problems.append(f"{stack}: EXTRA_ENVS entry {quote(key)} must be NAME: scalar")
     # Pillar strings may come from users too: the user-settable keys obey the same schema.
     admin_section = {k: record[k] for k in ccc_schema.USER_SETTABLE_KEYS if k in record and k != "DEPLOYMENT_NODES"}
     problems.extend(f"{stack}: {msg}" for msg in ccc_schema.validate_user_settings(admin_section, stack, {}))
@@ -240,8 +265,24 @@ def settings_paths(cluster, record):
     }
 
 
-def _allowed_nodes(user_type, record):
-    return list(dict.fromkeys((user_type.get("allowed_nodes") or []) + (record.get("ALLOWED_NODES") or [])))
+def user_type_of(ccc, record):
+    """The ``ccc:user_types`` entry of a record's ``USER_TYPE`` (``{}`` when there is none)."""
+    name = (record or {}).get("USER_TYPE")
+    found = ((ccc or {}).get("user_types") or {}).get(name) if isinstance(name, str) else None
+    return found if isinstance(found, dict) else {}
+
+
+def granted(user_type, record, what):
+    """
+    What a container is granted (``GRANTS``: nodes, device groups, private data groups, live
+    private data groups): its user type's list, then the record's additions, each once, in
+    that order. A value that is not a list grants nothing (the record check reports it).
+    """
+    type_key, record_key = GRANTS[what]
+    items = []
+    for listed in ((user_type or {}).get(type_key), (record or {}).get(record_key)):
+        items.extend(item for item in (listed if isinstance(listed, list) else []) if item not in items)
+    return items
 
 
 def allowed_nodes(ccc, stack):
@@ -249,10 +290,24 @@ def allowed_nodes(ccc, stack):
     The nodes a container may ever run on (its user type's ``allowed_nodes`` plus its
     ``ALLOWED_NODES``), whatever its settings say: where a settings edit must be applied.
     """
-    record, problems = container_record(ccc, stack)
-    if record is None or not isinstance(((ccc or {}).get("user_types") or {}).get(record.get("USER_TYPE")), dict):
-        return []
-    return _allowed_nodes(ccc["user_types"][record["USER_TYPE"]], record)
+    record, _ = container_record(ccc, stack, check=False)
+    return granted(user_type_of(ccc, record), record, "nodes") if record else []
+
+
+def placement(user_type, record, wanted=None):
+    """
+    Where a container runs, and why: the nodes asked for that it is allowed, in the order
+    asked. Asked for are ``wanted`` (the user's accepted ``DEPLOYMENT_NODES``), else the
+    record's ``DEPLOYMENT_NODES``, else the user type's ``default_nodes``. Returns
+    ``(nodes, refused, source)``: the nodes asked for but not allowed, and where the list came
+    from, in words.
+    """
+    choices = ((wanted, "the user's settings"), ((record or {}).get("DEPLOYMENT_NODES"), "DEPLOYMENT_NODES"),
+               ((user_type or {}).get("default_nodes"), "the user type's default_nodes"))
+    asked, source = next(((nodes, source) for nodes, source in choices if isinstance(nodes, list) and nodes),
+                         ([], "nowhere: no DEPLOYMENT_NODES and no default_nodes"))
+    allowed = granted(user_type, record, "nodes")
+    return [node for node in asked if node in allowed], [node for node in asked if node not in allowed], source
 
 
 def plain(value):
@@ -274,3 +329,30 @@ def pillar_ccc(pillar):
     The ``ccc`` pillar key as plain data (``{}`` when missing).
     """
     return plain((pillar or {}).get("ccc") or {})
+
+
+def watched_files(ccc, node):
+    """
+    The settings files whose edits ``node`` must hear about (the ``ccc_settings`` beacon's
+    list): every deployable entry (``stack_entries``) with a valid ``USER_EMAIL`` that is not
+    ``DISABLED`` (in its record, user record included) and may run on ``node`` (its granted
+    nodes). ``[{"stack", "path"}]`` sorted by stack; ``ValueError`` when the user data root is
+    not an absolute path (no file could be named). One pass over the entries: a node of a large
+    site asks for this at every beacon reconfiguration.
+    """
+    cluster = cluster_settings(ccc)
+    user_data = cluster["mount_points"]["nfs"].get("user_data")
+    if not isinstance(user_data, str) or not os.path.isabs(user_data):
+        raise ValueError(f"ccc:cluster:mount_points:nfs:user_data {ccc_quote.quote_value(user_data)} "
+                         "is not an absolute path")
+    users = (ccc or {}).get("users") if isinstance((ccc or {}).get("users"), dict) else {}
+    files = []
+    for stack, entry in sorted(stack_entries(ccc)[0].items()):
+        if not ccc_rules.is_email(entry.get("USER_EMAIL")):
+            continue
+        record = merged_record(users, entry)
+        if ccc_rules.truthy(record.get("DISABLED")):
+            continue
+        if node in granted(user_type_of(ccc, record), record, "nodes"):
+            files.append({"stack": stack, "path": settings_paths(cluster, record)["settings_file"]})
+    return files

@@ -1,6 +1,7 @@
 """
-The pure resolver: pillar + a user's settings + node facts -> what runs (a Docker spec) and
-what the user is told. No I/O; callers read everything first (``ccc_plan``).
+The pure resolver: pillar + a user's settings + node facts -> what runs on this node (a Docker
+spec), why, and what the user and the admin are told. No I/O: the caller reads everything
+first (settings file, last accepted settings, node facts) and acts on the result.
 """
 
 import copy
@@ -36,7 +37,8 @@ class NodeFacts:
 
 
 def _storage_in_use_by_others(ccc, record):
-    """Home directory names that other, still active containers of the same user use."""
+    """Home directory names that other, still active containers of the same user use (a purge
+    keeps those)."""
     return [
         other.get("STORAGE_NAME") or other.get("STACK_NAME")
         for other in (ccc or {}).get("containers") or []
@@ -99,6 +101,7 @@ def _recheck_last_good(last_good, stack, rules):
 
 
 def _reserved_subdomains(cluster, nodes):
+    """``ccc:cluster:reserved_subdomains`` with ``{node}`` expanded for every cluster node."""
     reserved = []
     for name in cluster.get("reserved_subdomains") or []:
         if "{node}" in name:
@@ -119,186 +122,163 @@ def taken_subdomains(ccc, stored_settings, except_stack=None):
     users = (ccc or {}).get("users") or {}
     nodes = ccc_pillar.cluster_nodes(ccc)
     for entry in (ccc or {}).get("containers") or []:
-        if not isinstance(entry, dict):
+        stack = entry.get("STACK_NAME") if isinstance(entry, dict) else None
+        if stack is None or stack == except_stack:
             continue
-        stack = entry.get("STACK_NAME")
-        record = ccc_pillar.merged_record(users, entry)
-        frp = _merge_frp(record.get("FRP_PORTS"), (stored_settings.get(stack) or {}).get("FRP_PORTS"))
-        for http in (frp or {}).get("HTTP") or []:
-            if isinstance(http, dict) and stack != except_stack and http.get("subdomain"):
-                subdomain = str(http["subdomain"])
+        stored = (stored_settings or {}).get(stack)
+        frp = _merge_frp(ccc_pillar.merged_record(users, entry).get("FRP_PORTS"),
+                         stored.get("FRP_PORTS") if isinstance(stored, dict) else None)
+        for http in frp.get("HTTP") if isinstance(frp.get("HTTP"), list) else []:
+            if isinstance(http, dict) and http.get("subdomain"):
                 # The raw name and every name FRP will serve (``<node>-<sub>`` when prefixed).
-                prefix = http.get("subdomain_hostname_prefix", True)
-                for name in [subdomain] + ccc_schema.effective_subdomains(subdomain, prefix, nodes):
+                for name in [str(http["subdomain"])] + ccc_schema.served_subdomains(http, nodes):
                     taken.setdefault(name, stack)
     return taken
 
 
 def _merge_frp(admin, user):
     """CCC semantics: the user's TCP list replaces the admin's, and likewise HTTP."""
-    merged = dict(admin or {})
-    merged.update(user or {})
+    merged = dict(admin) if isinstance(admin, dict) else {}
+    merged.update(user if isinstance(user, dict) else {})
     return merged
 
 
+def _effective(record, overrides):
+    """
+    The record as it applies: the user's accepted settings over the admin's record, each key
+    replacing the admin's value, except ``FRP_PORTS`` (merged per list, ``_merge_frp``).
+    """
+    effective = {**record, **overrides}
+    effective["FRP_PORTS"] = _merge_frp(record.get("FRP_PORTS"), overrides.get("FRP_PORTS"))
+    return effective
+
+
 def resolve_container(ccc, stack, facts, settings_text=None, settings_error=None, last_good=None,
-            taken=None):
+            taken=None, cluster=None, record=None):
     """
     Work out what should happen to one container on one node, and why.
 
     Returns a dict with ``action`` (``run``, ``remove`` or ``hold``), ``reason``, ``spec`` (for
-    ``run``), ``placement``, ``admin_errors``, ``user_messages``, ``notes``, ``settings_status``
-    and ``settings_to_store``. ``hold`` means: change nothing and report the errors.
+    ``run``), ``placement`` (with ``placement_source`` and ``allowed_nodes``),
+    ``device_groups``, ``admin_errors``, ``user_messages``, ``notes``, ``settings_status`` and
+    ``settings_to_store``. ``hold`` means: change nothing and report the errors. Each step
+    below may decide, and then the result is returned as it stands. ``cluster``
+    (``ccc_pillar.cluster_settings``) and ``record`` (``ccc_pillar.container_record``'s
+    ``(record, problems)``) are passed by a caller that has them (``ccc_plan``).
     """
-    cluster = ccc_pillar.cluster_settings(ccc)
-    result = {
-        "stack": stack, "node": facts.name, "action": "hold", "reason": "", "spec": None,
-        "placement": [], "admin_errors": [], "user_messages": [], "notes": [],
+    cluster = ccc_pillar.cluster_settings(ccc) if cluster is None else cluster
+    record, problems = ccc_pillar.container_record(ccc, stack) if record is None else record
+    result = _new_result(stack, facts.name)
+    if problems:
+        return _held(result, problems, "the admin configuration of this container is invalid")
+    result.update(paths=ccc_pillar.settings_paths(cluster, record), record=record)
+    if _disabled(ccc, record, result):
+        return result
+    user_type = ccc_pillar.user_type_of(ccc, record)
+    rules = _cluster_rules(ccc, cluster, user_type, record, taken)
+    overrides = _user_settings(result, record, settings_text, settings_error, last_good, rules)
+    if not _placed_here(result, user_type, record, overrides.get("DEPLOYMENT_NODES")):
+        return result
+    spec, errors = _build_spec(cluster, record, _effective(record, overrides), user_type, facts, result)
+    if errors:
+        return _held(result, errors, "the container cannot be built on this node")
+    spec["labels"][ccc_rules.SPEC_HASH_LABEL] = spec_hash(spec)
+    result.update(action="run", spec=spec)
+    return result
+
+
+def _new_result(stack, node):
+    """A resolution that holds until a step decides otherwise."""
+    return {
+        "stack": stack, "node": node, "action": "hold", "reason": "", "spec": None,
+        "placement": [], "placement_source": None, "allowed_nodes": None, "device_groups": {},
+        "admin_errors": [], "user_messages": [], "notes": [],
         "settings_status": None, "settings_to_store": None, "purge": False, "paths": None,
         "default_settings_text": None, "directories": [], "record": None,
     }
-    record, problems = ccc_pillar.container_record(ccc, stack)
-    if problems:
-        result["admin_errors"] = problems
-        result["reason"] = "the admin configuration of this container is invalid"
-        return result
-    paths = ccc_pillar.settings_paths(cluster, record)
-    result.update(paths=paths, record=record)
 
-    if ccc_rules.truthy(record.get("DISABLED")):
-        purge = ccc_rules.truthy(record.get("PURGE_USER_DATA"))
-        result.update(action="remove", reason="DISABLED by the administrators", purge=purge)
+
+def _held(result, errors, reason):
+    """``result`` decided as ``hold`` (change nothing) for the admin ``errors``."""
+    result["admin_errors"].extend(errors)
+    result["reason"] = reason
+    return result
+
+
+def _disabled(ccc, record, result):
+    """``DISABLED`` removes the container (and with ``PURGE_USER_DATA`` its data); a purge
+    without ``DISABLED`` is only a note. True when the container is disabled."""
+    purge = ccc_rules.truthy(record.get("PURGE_USER_DATA"))
+    if not ccc_rules.truthy(record.get("DISABLED")):
         if purge:
-            result["storage_in_use"] = _storage_in_use_by_others(ccc, record)
-        return result
-    if ccc_rules.truthy(record.get("PURGE_USER_DATA")):
-        result["notes"].append("PURGE_USER_DATA is ignored: it acts only together with DISABLED")
+            result["notes"].append("PURGE_USER_DATA is ignored: it acts only together with DISABLED")
+        return False
+    result.update(action="remove", reason="DISABLED by the administrators", purge=purge)
+    if purge:
+        result["storage_in_use"] = _storage_in_use_by_others(ccc, record)
+    return True
 
-    user_type = ccc["user_types"][record["USER_TYPE"]] or {}
-    allowed_nodes = ccc_pillar._allowed_nodes(user_type, record)
+
+def _cluster_rules(ccc, cluster, user_type, record, taken):
+    """The cluster's rules for this container's settings (``ccc_schema.validate_user_settings``)."""
     nodes = ccc_pillar.cluster_nodes(ccc)
-    rules = {
-        "allowed_nodes": allowed_nodes,
+    return {
+        "allowed_nodes": ccc_pillar.granted(user_type, record, "nodes"),
         "cluster_nodes": nodes,
         "image_prefixes": cluster["image_policy"].get("allowed_prefixes") or [],
         "shm_size_max": ccc_schema.parse_size(cluster["shm_size_max"]) if cluster.get("shm_size_max") else None,
         "reserved_subdomains": _reserved_subdomains(cluster, nodes),
-        "taken_subdomains": {k: v for k, v in (taken or {}).items() if v != stack},
+        "taken_subdomains": {k: v for k, v in (taken or {}).items() if v != record["STACK_NAME"]},
     }
+
+
+def _user_settings(result, record, settings_text, settings_error, last_good, rules):
+    """Decide which of the user's settings apply (``_user_overrides``) and note it in ``result``;
+    returns them."""
     overrides, status, messages, to_store = _user_overrides(record, settings_text, settings_error, last_good, rules)
     result.update(settings_status=status, settings_to_store=to_store)
     result["user_messages"].extend(messages)
     if status == "missing":
         result["default_settings_text"] = ccc_report.default_settings_text(record)
-
-    def value(key, default=None):
-        return overrides[key] if key in overrides else record.get(key, default)
-
-    deployment = value("DEPLOYMENT_NODES") or user_type.get("default_nodes") or []
-    placement = [node for node in deployment if node in allowed_nodes]
-    refused = [node for node in deployment if node not in allowed_nodes]
-    if refused:
-        result["notes"].append(f"nodes not allowed for this container are ignored: {', '.join(refused)}")
-    result["placement"] = placement
-    if not placement:
-        message = "There is no node to run this container on: none of DEPLOYMENT_NODES is allowed."
-        result["admin_errors"].append(
-            f"{stack}: no allowed node in DEPLOYMENT_NODES {ccc_quote.quote_value(deployment)}"
-        )
-        result["user_messages"].append(message)
-        result["reason"] = "empty placement"
-        return result
-    if facts.name not in placement:
-        result.update(action="remove", reason=f"placed on {', '.join(placement)}")
-        return result
-
-    spec, spec_errors = _build_spec(ccc, cluster, record, user_type, overrides, value, facts, result)
-    if spec_errors:
-        result["admin_errors"].extend(spec_errors)
-        result["reason"] = "the container cannot be built on this node"
-        return result
-    spec["labels"][ccc_rules.SPEC_HASH_LABEL] = spec_hash(spec)
-    result.update(action="run", reason=f"placed on {', '.join(placement)}", spec=spec)
-    return result
+    return overrides
 
 
-def _build_spec(ccc, cluster, record, user_type, overrides, value, facts, result):
+def _placed_here(result, user_type, record, wanted):
+    """
+    Fill in the placement (``ccc_pillar.placement``). True when the container runs on this
+    node; otherwise the result says why not: placed elsewhere (remove here) or nowhere (hold).
+    """
     stack = record["STACK_NAME"]
-    email = record["USER_EMAIL"]
-    errors = []
-    access = user_type.get("access")
-    networks = list((cluster.get("access_networks") or {}).get(access) or [])
-    if not networks:
-        errors.append(f"{stack}: user type access {access!r} has no networks in ccc:cluster:access_networks")
-    if cluster.get("claims_network") and cluster["claims_network"] not in networks:
-        networks.append(cluster["claims_network"])
+    placement, refused, source = ccc_pillar.placement(user_type, record, wanted)
+    result.update(placement=placement, placement_source=source,
+                  allowed_nodes=ccc_pillar.granted(user_type, record, "nodes"))
+    if refused:
+        result["notes"].append(
+            f"nodes not allowed for this container are ignored: {ccc_quote.clip_text(', '.join(map(str, refused)))}")
+    if not placement:
+        result["user_messages"].append("There is no node to run this container on: none of DEPLOYMENT_NODES is allowed.")
+        _held(result, [f"{stack}: no allowed node in DEPLOYMENT_NODES {ccc_quote.quote_value(refused)}"], "empty placement")
+        return False
+    result["reason"] = f"placed on {', '.join(placement)}"
+    if result["node"] not in placement:
+        result["action"] = "remove"
+        return False
+    return True
 
-    image, image_info = _choose_image(cluster, record, overrides, facts, result, errors)
 
-    user_name = value("USER_NAME")
-    home = f"/home/{user_name}"
-    mounts, directories = ccc_mounts._mounts(cluster, record, user_type, value, facts, access, errors)
-    result["directories"] = directories
-
-    pubkeys = [line.strip() for line in (value("USER_PUBKEY") or "").split("\n") if line.strip()]
-    login = value("USER_PUBKEY_FROM_GITHUB")
-    if login:
-        keys, error = facts.github_keys(login)
-        if error:
-            result["user_messages"].append(f"USER_PUBKEY_FROM_GITHUB: {error}")
-        pubkeys.extend(key for key in keys or [] if key not in pubkeys)
-
-    install_keys = value("INSTALL_REPOSITORY_KEYS") or ""
-    install_sources = value("INSTALL_REPOSITORY_SOURCES") or ""
-    install_packages = value("INSTALL_PACKAGES") or ""
-    env_groups = None
-    if ccc_rules.truthy(record.get("ENABLE_DOCKER_ACCESS")):
-        if facts.docker_gid is None:
-            errors.append(f"{stack}: ENABLE_DOCKER_ACCESS needs a 'docker' group on {facts.name}")
-        env_groups = f"docker={facts.docker_gid}"
-        install_keys = ",".join(filter(None, ["https://download.docker.com/linux/ubuntu/gpg", install_keys]))
-        install_sources = ",".join(filter(None, ["https://download.docker.com/linux/ubuntu stable", install_sources]))
-        install_packages = " ".join(filter(None, ["docker-ce-cli", install_packages]))
-
-    device_ids, missing_groups = ccc_device_groups.device_ids_for_groups(
-        list(user_type.get("allowed_device_groups") or []) + list(record.get("ADDITIONAL_DEVICE_GROUPS") or []),
-        facts.compute_devices,
-    )
-    for group in missing_groups:
-        result["notes"].append(f"device group {group!r} has no GPUs on {facts.name}")
-
-    environment = {}
-    for key, extra in (record.get("EXTRA_ENVS") or {}).items():
-        environment[str(key)] = str(extra)
-    environment.update({
-        "USER_NAME": user_name,
-        "USER_ID": str(cluster["nfs_user"]["uid"]),
-        "USER_PUBKEY": "\n".join(pubkeys),
-        "INSTALL_PACKAGES": install_packages,
-        "INSTALL_REPOSITORY_KEYS": install_keys,
-        "INSTALL_REPOSITORY_SOURCES": install_sources,
-        "RUNIT_STATUS_FILE": f"{home}/.containers/{stack}.status",
-        "RUNIT_WORKING_ENV_FILE": f"{home}/.containers/{stack}.env-backup",
-        "APPS": ":".join(cluster.get("apps") or []),
-        "CONTAINER_NAME": stack,
-        "CONTAINER_NODE": facts.name,
-        "CONTAINER_IMAGE": image,
-        "CONTAINER_WELCOME_MSG": ccc_report.welcome_message(cluster, stack, user_name),
-        # Explicit, so an image default of "all" can never expose GPUs the user was not given.
-        "NVIDIA_VISIBLE_DEVICES": ",".join(device_ids) if device_ids else "void",
-    })
-    if env_groups:
-        environment["USER_GROUPS"] = env_groups
-
-    frp = _merge_frp(record.get("FRP_PORTS"), overrides.get("FRP_PORTS"))
-    labels, ports = frp_labels(frp, email, user_name, facts.name)
-    labels.update(identity_labels(record))
-    for image_label in (image_info or {}).get("labels") or {}:
-        # Image labels are inherited by Docker; an frp.* label the admin did not grant is voided.
-        if image_label.startswith("frp.") and image_label not in labels:
-            labels[image_label] = ""
-    labels.update({ccc_rules.MANAGED_BY_LABEL: ccc_rules.MANAGED_BY_VALUE, ccc_rules.STACK_LABEL: stack})
-
+def _build_spec(cluster, record, settings, user_type, facts, result):
+    """
+    The Docker spec of a container that runs here, and the admin errors that stop it.
+    ``record`` is the admin's record, ``settings`` the record as it applies (``_effective``).
+    """
+    stack = record["STACK_NAME"]
+    networks, errors = _networks(cluster, user_type, stack)
+    image, image_info = _choose_image(cluster, record, settings, facts, result, errors)
+    mounts, result["directories"], mount_errors = ccc_mounts.container_mounts(cluster, settings, user_type, facts)
+    errors.extend(mount_errors)
+    device_ids = _gpus(user_type, record, facts, result)
+    environment = _environment(cluster, settings, facts, image, device_ids, result, errors)
+    labels, ports = _labels(settings, facts.name, image_info)
     privileged = ccc_rules.truthy(record.get("RUN_PRIVILEGED"))
     hardening = hardening_settings(cluster, user_type, record)
     spec = {
@@ -310,7 +290,7 @@ def _build_spec(ccc, cluster, record, user_type, overrides, value, facts, result
         "mounts": mounts,
         "networks": networks,
         "exposed_ports": ports,
-        "shm_size": ccc_schema.parse_size(value("SHM_SIZE") or cluster["shm_size_default"]),
+        "shm_size": ccc_schema.parse_size(settings.get("SHM_SIZE") or cluster["shm_size_default"]),
         "restart_policy": "unless-stopped",
         "privileged": privileged,
         "security_opt": ["seccomp=unconfined"] if privileged else (
@@ -321,6 +301,92 @@ def _build_spec(ccc, cluster, record, user_type, overrides, value, facts, result
         "runtime": cluster.get("runtime") or None,
     }
     return spec, errors
+
+
+def _networks(cluster, user_type, stack):
+    """The networks of the user type's access class, plus the claims network."""
+    access = user_type.get("access")
+    networks = list((cluster.get("access_networks") or {}).get(access) or [])
+    errors = [] if networks else [
+        f"{stack}: user type access {ccc_quote.quote_value(access)} has no networks in ccc:cluster:access_networks"]
+    if cluster.get("claims_network") and cluster["claims_network"] not in networks:
+        networks.append(cluster["claims_network"])
+    return networks, errors
+
+
+def _gpus(user_type, record, facts, result):
+    """This node's GPU UUIDs for the container's device groups; the groups go to
+    ``result["device_groups"]`` and each group this node lacks to the notes."""
+    groups = ccc_pillar.granted(user_type, record, "device_groups")
+    device_ids, missing = ccc_device_groups.device_ids_for_groups(groups, facts.compute_devices)
+    result["device_groups"] = {group: list((facts.compute_devices or {}).get(group) or []) for group in groups}
+    for group in missing:
+        result["notes"].append(f"device group {ccc_quote.quote_value(group)} has no GPUs on {facts.name}")
+    return device_ids
+
+
+def _pubkeys(settings, facts, result):
+    """The user's keys, then the GitHub keys of ``USER_PUBKEY_FROM_GITHUB``, each once."""
+    pubkeys = [line.strip() for line in (settings.get("USER_PUBKEY") or "").split("\n") if line.strip()]
+    login = settings.get("USER_PUBKEY_FROM_GITHUB")
+    if login:
+        keys, error = facts.github_keys(login)
+        if error:
+            result["user_messages"].append(f"USER_PUBKEY_FROM_GITHUB: {ccc_quote.clip_text(error, ccc_quote.ERROR_CHARS)}")
+        pubkeys.extend(key for key in keys or [] if key not in pubkeys)
+    return pubkeys
+
+
+def _install(settings, facts, errors):
+    """``INSTALL_*`` and ``USER_GROUPS``: ``ENABLE_DOCKER_ACCESS`` adds Docker's apt source,
+    key and CLI package before the user's, and the node's docker group."""
+    install = {key: settings.get(key) or "" for key in
+               ("INSTALL_REPOSITORY_KEYS", "INSTALL_REPOSITORY_SOURCES", "INSTALL_PACKAGES")}
+    if not ccc_rules.truthy(settings.get("ENABLE_DOCKER_ACCESS")):
+        return install
+    if facts.docker_gid is None:
+        errors.append(f"{settings['STACK_NAME']}: ENABLE_DOCKER_ACCESS needs a 'docker' group on {facts.name}")
+    for key, docker, separator in (("INSTALL_REPOSITORY_KEYS", "https://download.docker.com/linux/ubuntu/gpg", ","),
+                                   ("INSTALL_REPOSITORY_SOURCES", "https://download.docker.com/linux/ubuntu stable", ","),
+                                   ("INSTALL_PACKAGES", "docker-ce-cli", " ")):
+        install[key] = separator.join(filter(None, [docker, install[key]]))
+    install["USER_GROUPS"] = f"docker={facts.docker_gid}"
+    return install
+
+
+def _environment(cluster, settings, facts, image, device_ids, result, errors):
+    """The CCC contract variables, over the admin's ``EXTRA_ENVS`` (which cannot override them)."""
+    stack, user_name = settings["STACK_NAME"], settings["USER_NAME"]
+    home = f"/home/{user_name}"
+    environment = {str(key): str(extra) for key, extra in (settings.get("EXTRA_ENVS") or {}).items()}
+    environment.update(_install(settings, facts, errors))
+    environment.update({
+        "USER_NAME": user_name,
+        "USER_ID": str(ccc_pillar.file_owner(cluster)[0]),
+        "USER_PUBKEY": "\n".join(_pubkeys(settings, facts, result)),
+        "RUNIT_STATUS_FILE": f"{home}/.containers/{stack}.status",
+        "RUNIT_WORKING_ENV_FILE": f"{home}/.containers/{stack}.env-backup",
+        "APPS": ":".join(cluster.get("apps") or []),
+        "CONTAINER_NAME": stack,
+        "CONTAINER_NODE": facts.name,
+        "CONTAINER_IMAGE": image,
+        "CONTAINER_WELCOME_MSG": ccc_report.welcome_message(cluster, stack, user_name),
+        # Explicit, so an image default of "all" can never expose GPUs the user was not given.
+        "NVIDIA_VISIBLE_DEVICES": ",".join(device_ids) if device_ids else "void",
+    })
+    return environment
+
+
+def _labels(settings, node, image_info):
+    """FRP, identity and management labels, and the exposed ports."""
+    labels, ports = frp_labels(settings["FRP_PORTS"], settings["USER_EMAIL"], settings["USER_NAME"], node)
+    labels.update(identity_labels(settings))
+    for image_label in (image_info or {}).get("labels") or {}:
+        # Image labels are inherited by Docker; an frp.* label the admin did not grant is voided.
+        if image_label.startswith("frp.") and image_label not in labels:
+            labels[image_label] = ""
+    labels.update({ccc_rules.MANAGED_BY_LABEL: ccc_rules.MANAGED_BY_VALUE, ccc_rules.STACK_LABEL: settings["STACK_NAME"]})
+    return labels, ports
 
 
 def hardening_settings(cluster, user_type, record):
@@ -345,21 +411,22 @@ def hardening_settings(cluster, user_type, record):
     }
 
 
-def _choose_image(cluster, record, overrides, facts, result, errors):
-    admin_image = record["CONTAINER_IMAGE"]
-    wanted = overrides.get("CONTAINER_IMAGE", admin_image)
+def _choose_image(cluster, record, settings, facts, result, errors):
+    """The user's image when it can be had, else the admin's (and the user is told why)."""
+    admin_image, wanted = record["CONTAINER_IMAGE"], settings["CONTAINER_IMAGE"]
     if wanted != admin_image:
         credentialed = any(wanted.startswith(p) for p in cluster["image_policy"].get("credentialed_prefixes") or [])
         info, error = facts.image_lookup(wanted, credentialed)
         if info is not None:
             return wanted, info
         result["user_messages"].append(
-            f"IMAGE ERROR: cannot use {ccc_quote.quote_value(wanted)} ({error}); the default image"
-            f" {admin_image!r} is used instead."
+            f"IMAGE ERROR: cannot use {ccc_quote.quote_value(wanted)} ({ccc_quote.clip_text(error, ccc_quote.ERROR_CHARS)});"
+            f" the default image {ccc_quote.quote_value(admin_image)} is used instead."
         )
     info, error = facts.image_lookup(admin_image, True)
     if info is None:
-        errors.append(f"{record['STACK_NAME']}: the admin image {admin_image!r} is not available: {error}")
+        errors.append(f"{record['STACK_NAME']}: the admin image {ccc_quote.quote_value(admin_image)} is not available:"
+                      f" {ccc_quote.clip_text(error, ccc_quote.ERROR_CHARS)}")
     return admin_image, info
 
 
@@ -376,10 +443,9 @@ def frp_labels(frp_ports, email, user_name, node):
     labels["frp.notify_email"] = email
     for http in (frp_ports or {}).get("HTTP") or []:
         port = int(http["port"])
-        without_pass = bool(http.get("https_without_pass"))
+        without_pass = ccc_rules.truthy(http.get("https_without_pass"))
         labels[f"frp.{port}"] = "https" if without_pass else "http"
-        prefix = http.get("subdomain_hostname_prefix", True)
-        labels[f"frp.{port}.http.subdomain"] = f"{node}-{http['subdomain']}" if prefix else http["subdomain"]
+        labels[f"frp.{port}.http.subdomain"] = ccc_schema.served_subdomains(http, [node])[0]
         if "pass" in http and not without_pass:
             labels[f"frp.{port}.http.username"] = http.get("user") or user_name
             labels[f"frp.{port}.http.password"] = str(http["pass"])

@@ -1,15 +1,12 @@
 """
-The small rules every part of ccc-salt agrees on (execution modules, states, beacons, runner,
-agents): the STACK_NAME, e-mail and variable-name patterns, the Docker labels that mark a
-managed container, and how CCC's loose booleans read.
-
-Shared code lives in ``_utils/``: ``saltutil.sync_all`` (or the master's ``utils_dirs``)
-puts it where Salt's loader lets custom modules import it by name.
+The small rules every part of ccc-salt agrees on (execution modules, states, runner, and the
+beacons through execution functions): the STACK_NAME, e-mail and variable-name patterns, the
+Docker labels that mark a managed container, and how CCC's loose booleans read.
 """
 
 import re
 
-STACK_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+STACK_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")  # also STORAGE_NAME and data group names
 EMAIL_PATTERN = re.compile(r"^[A-Za-z0-9_%+-][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 
@@ -22,3 +19,21 @@ SPEC_HASH_LABEL = "ccc.spec-hash"
 def truthy(value):
     """CCC's loose booleans: ``true``, ``"True"``, ``"yes"``, ``1``."""
     return value is True or (isinstance(value, (str, int)) and str(value).lower() in ("true", "1", "yes"))
+
+
+def is_stack_name(value):
+    """
+    A string shaped like a STACK_NAME (so also a safe folder name: no ``/``, no leading dot).
+    ``fullmatch``: the pattern's ``$`` also matches before a final newline.
+    """
+    return isinstance(value, str) and STACK_NAME_PATTERN.fullmatch(value) is not None
+
+
+def is_email(value):
+    """A string shaped like a user's e-mail address (the name of their storage folder)."""
+    return isinstance(value, str) and EMAIL_PATTERN.fullmatch(value) is not None
+
+
+def is_env_name(value):
+    """A string usable as an environment variable name (``EXTRA_ENVS`` keys)."""
+    return isinstance(value, str) and ENV_NAME_PATTERN.fullmatch(value) is not None

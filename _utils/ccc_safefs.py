@@ -11,7 +11,7 @@ a planted device node is never opened by root); writes go to a fresh ``O_EXCL`` 
 checked directory descriptor and are renamed into place there. Bind mounts are made from a
 descriptor (``/proc/self/fd/N``), so the kernel mounts exactly the inode that was checked.
 
-Plain Python, no Salt: ``ccc_docker`` and the tests import it.
+Plain Python, no Salt: the engine side (``ccc_apply``, ``ccc_pins``, ``ccc_userdirs``...) and the tests import it.
 """
 
 import ctypes
@@ -279,6 +279,8 @@ def mount_points():
 
 def _unescape(field):
     # mountinfo escapes space, tab, newline and backslash as octal (\040 ...).
+    if "\\" not in field:
+        return field
     out, index = [], 0
     while index < len(field):
         if field[index] == "\\" and field[index + 1:index + 4].isdigit():

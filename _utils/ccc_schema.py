@@ -7,18 +7,22 @@ The same schema is shipped as ``schema/container-settings.schema.json`` for edit
 import re
 
 import ccc_quote
+import ccc_rules
 
 try:
     import jsonschema
-except ImportError:  # pragma: no cover - reported by __virtual__
+except ImportError:  # pragma: no cover - the ccc_settings module says it is missing
     jsonschema = None
+
+# The schema's patterns (JSON-schema regexes: "$" also matches before a final newline, so
+# control characters are refused separately, by ``_shape_problems``).
 NO_CONTROL_CHARS = r"^[^\x00-\x1f\x7f]*$"
 USER_NAME_PATTERN = r"^[a-z_][a-z0-9_-]{0,31}$"
 SUBDOMAIN_PATTERN = r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
 NODE_NAME_PATTERN = r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,62})$"
 PACKAGE_LIST_PATTERN = r"^([a-z0-9][a-z0-9+.:=~_-]{0,127}( [a-z0-9][a-z0-9+.:=~_-]{0,127})*)?$"
-KEY_URL_LIST_PATTERN = r"^(https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?(,https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?)*)?$"
-
+_KEY_URL = r"https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/+-]*)?"
+KEY_URL_LIST_PATTERN = rf"^({_KEY_URL}(,{_KEY_URL})*)?$"
 
 # apt sources: https or ppa only, and only options that keep apt's signature checks on
 # (trusted=, allow-insecure=, allow-weak=, allow-downgrade-to-insecure= turn them off).
@@ -41,6 +45,8 @@ PUBKEY_LINE = re.compile(
     r"^(ssh-(rsa|ed25519|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
     r" [A-Za-z0-9+/]+={0,3}( [^\x00-\x1f\x7f]{0,200})?$"
 )
+
+# Who may set what: a user's file may hold only the first; the second are pillar-only.
 USER_SETTABLE_KEYS = (
     "CONTAINER_IMAGE",
     "DEPLOYMENT_NODES",
@@ -73,6 +79,7 @@ ADMIN_ONLY_KEYS = (
     "EXTRA_ENVS",
     "HARDENING",
 )
+
 _PORT = {
     "oneOf": [
         {"type": "integer", "minimum": 1, "maximum": 65535},
@@ -160,11 +167,23 @@ USER_SETTINGS_SCHEMA = {
         },
     },
 }
+
 RESERVED_USER_NAMES = frozenset(
     "root daemon bin sys sync games man lp mail news uucp proxy www-data backup list irc gnats "
     "nobody nogroup sshd messagebus systemd-network systemd-resolve systemd-timesync _apt "
     "admin docker ubuntu".split()
 )
+
+
+_VALIDATOR = []  # built once, on first use
+
+
+def _validator():
+    """The compiled validator of ``USER_SETTINGS_SCHEMA`` (compiling costs more than a check)."""
+    if not _VALIDATOR:
+        cls = jsonschema.validators.validator_for(USER_SETTINGS_SCHEMA)
+        _VALIDATOR.append(cls(USER_SETTINGS_SCHEMA))
+    return _VALIDATOR[0]
 
 
 def _schema_messages(section, stack_name):
@@ -180,10 +199,8 @@ def _schema_messages(section, stack_name):
             messages.append(f"{path}: the value {shown} has the wrong type or form")
         elif error.validator == "additionalProperties":
             extra = [key for key in error.instance if key not in error.schema.get("properties", {})]
-            names = ", ".join(ccc_quote.quote_value(key) for key in extra[:ccc_quote.MAX_PROBLEMS])
-            names += f" and {len(extra) - ccc_quote.MAX_PROBLEMS} more" if len(extra) > ccc_quote.MAX_PROBLEMS else ""
             verb = "was" if len(extra) == 1 else "were"
-            messages.append(f"{path}: Additional properties are not allowed ({names} {verb} unexpected)")
+            messages.append(f"{path}: Additional properties are not allowed ({ccc_quote.quote_some(extra)} {verb} unexpected)")
         elif error.validator == "type":
             messages.append(f"{path}: expected {error.validator_value}, got {shown}")
         elif error.validator == "required":
@@ -195,14 +212,6 @@ def _schema_messages(section, stack_name):
         else:
             messages.append(f"{path}: the value {shown} breaks the rule {error.validator}={error.validator_value!r}")
     return messages
-_VALIDATOR = []
-
-
-def _validator():
-    if not _VALIDATOR:
-        cls = jsonschema.validators.validator_for(USER_SETTINGS_SCHEMA)
-        _VALIDATOR.append(cls(USER_SETTINGS_SCHEMA))
-    return _VALIDATOR[0]
 
 
 def parse_size(value):
@@ -235,11 +244,13 @@ def check_pubkeys(text):
     return problems
 
 
-def effective_subdomains(subdomain, hostname_prefix, nodes):
+def served_subdomains(http, nodes):
     """
-    The FRP subdomains an HTTP entry claims: ``<node>-<sub>`` per node, or ``<sub>`` unprefixed.
+    The subdomains FRP serves for an ``FRP_PORTS.HTTP`` entry: ``<node>-<sub>`` for each of
+    ``nodes`` unless ``subdomain_hostname_prefix`` is off (default on), then ``<sub>`` alone.
     """
-    if hostname_prefix:
+    subdomain = str(http["subdomain"])
+    if ccc_rules.truthy(http.get("subdomain_hostname_prefix", True)):
         return [f"{node}-{subdomain}" for node in nodes]
     return [subdomain]
 
@@ -315,6 +326,8 @@ def _rule_problems(section, rules):
 
     problems.extend(_check_frp_ports(section.get("FRP_PORTS"), rules))
     return problems
+
+
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _MULTILINE_KEYS = ("USER_PUBKEY",)  # checked line by line by check_pubkeys
 _JSON_TYPES = (  # bool before int: True is an int in Python, a boolean in JSON
@@ -349,6 +362,8 @@ def _shape_problems(value, schema, path):
             for p in _shape_problems(item, known.get(key, extra), f"{path}.{key}".lstrip("."))
         ]
     return []
+
+
 _SOURCE_HEAD = re.compile(r"^(deb\s+(\[(?P<options>[^\]]*)\]\s+)?)?(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*):")
 
 
@@ -399,8 +414,7 @@ def _check_frp_ports(frp_ports, rules):
         if subdomain in seen:
             problems.append(f"FRP_PORTS.HTTP: subdomain {quoted} is listed twice")
         seen.add(subdomain)
-        prefix = entry.get("subdomain_hostname_prefix", True)
-        names = effective_subdomains(subdomain, prefix, nodes) + [subdomain]
+        names = served_subdomains(entry, nodes) + [subdomain]
         for name in names:
             if name in reserved:
                 problems.append(f"FRP_PORTS.HTTP: subdomain {ccc_quote.quote_value(name)} is reserved for cluster services")
@@ -410,7 +424,7 @@ def _check_frp_ports(frp_ports, rules):
         if clash is not None:
             shown = quoted if clash == subdomain else f"{quoted} (as {ccc_quote.quote_value(clash)})"
             problems.append(f"FRP_PORTS.HTTP: subdomain {shown} is already used by another container")
-        if entry.get("https_without_pass") and "pass" in entry:
+        if ccc_rules.truthy(entry.get("https_without_pass")) and "pass" in entry:
             problems.append(f"FRP_PORTS.HTTP: 'pass' has no effect together with https_without_pass ({quoted})")
     return problems
 

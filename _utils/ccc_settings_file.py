@@ -7,24 +7,22 @@ import errno
 import os
 import stat
 
-import ccc_quote
 import yaml
 
-MAX_SETTINGS_BYTES = 64 * 1024
-
+import ccc_quote
 
 # Bounds checked before any schema validation, so a hostile file costs milliseconds: jsonschema
 # validates (and reports) every item of an oversized list, and uniqueItems is quadratic.
+MAX_SETTINGS_BYTES = 64 * 1024
 MAX_VALUES = 1024  # keys, scalars, lists and mappings in the whole file (a full file has ~400)
 MAX_DEPTH = 8  # nested lists/mappings, the top level included (settings need 5)
+
+# libyaml parses a 64 KiB file ~7x faster than pure Python; both are safe loaders.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class SettingsError(Exception):
     """The settings file could not be read or parsed; the message is meant for the user."""
-
-
-# libyaml parses a 64 KiB file ~7x faster than pure Python; both are safe loaders.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _where(mark):
@@ -141,9 +139,9 @@ def parse_settings_text(text, stack_name):
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SettingsError(f"the file is not valid YAML{_where(mark)}: {ccc_quote._clip(problem)}") from None
+        raise SettingsError(f"the file is not valid YAML{_where(mark)}: {ccc_quote.clip_text(problem)}") from None
     except (ValueError, OverflowError) as exc:  # int("1" * 5000), a timestamp such as 2001-13-45
-        raise SettingsError(f"the file is not valid YAML: a value cannot be read ({ccc_quote._clip(str(exc))})") from None
+        raise SettingsError(f"the file is not valid YAML: a value cannot be read ({ccc_quote.clip_text(exc)})") from None
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -152,8 +150,7 @@ def parse_settings_text(text, stack_name):
     if others:
         raise SettingsError(
             f"only the key '{stack_name}:' may appear at the top level; found "
-            + ", ".join(ccc_quote.quote_value(key) for key in sorted(others, key=str)[:ccc_quote.MAX_PROBLEMS])
-            + (f" and {len(others) - ccc_quote.MAX_PROBLEMS} more" if len(others) > ccc_quote.MAX_PROBLEMS else "")
+            + ccc_quote.quote_some(sorted(others, key=str))
         )
     section = document.get(stack_name)
     return {} if section is None else section

@@ -9,7 +9,7 @@ node's local disk).
 
 A path is given as ``{"root": <storage root>, "parts": [components below it]}``; ``parts == []``
 names an admin-side folder (such as the admin log folder), created with its parents.
-Plain Python, used by ``ccc_docker``.
+Plain Python, used by ``ccc_apply`` and ``ccc_feedback``.
 """
 
 import os

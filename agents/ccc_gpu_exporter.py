@@ -36,111 +36,42 @@ the health metrics: a monitoring outage never looks like a scrape-level 500 stor
 initialised once and re-initialised after a failure. Metrics are served on every path (FRP
 routes ``/nvidia`` to this port, as it did for mindprince).
 
-Configuration (YAML, ``--config``; every key optional)::
-
-    listen_address: 0.0.0.0      # FRP on the node proxies it; firewall it from elsewhere
-    port: 9445
-    docker_url: unix:///var/run/docker.sock
-    fan_state_file: /run/ccc-fan-controller/state.json
-    proc_root: /proc
-    docker_timeout: 5            # seconds per Docker API call
-    log_level: info
-    user_labels: false           # true: add user_email to the per-process metric (personal data)
+Configuration (YAML, ``--config``; every key optional): the keys of pillar
+``ccc:monitoring:gpu_exporter`` (``docs/pillar.md``), rendered by Salt from
+``agents/config/gpu-exporter.yaml.jinja``; a key the file leaves out takes its default from
+``ccc_exporter_config.DEFAULTS``, the same one Salt uses. Unknown keys are refused.
 
 ``--once`` collects once, prints the exposition and exits 0 (1 when a source failed).
-``ccc_gpu`` is imported from ``$CCC_AGENT_LIB``, else ``<this script's dir>/../_modules``.
+
+Library: the plain modules of ``_utils/`` (``ccc_nvml``, ``ccc_process_owners``,
+``ccc_exporter_config``, ``ccc_fan_state``, ...), imported the standard way from
+``PYTHONPATH``. Installed, ``/opt/ccc-agents/lib`` is a copy of ``_utils/`` and the unit sets
+``Environment=PYTHONPATH=/opt/ccc-agents/lib``; from a checkout:
+``PYTHONPATH=_utils agents/ccc_gpu_exporter.py --once``.
 """
 
 import argparse
-import json
 import logging
 import math
-import os
 import signal
 import sys
 import threading
 import time
 
-
-def lib_dir():
-    """Where ``ccc_gpu`` lives: ``$CCC_AGENT_LIB``, else ``../_modules`` next to this script."""
-    return os.environ.get("CCC_AGENT_LIB") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), os.pardir, "_modules")
-
-
-sys.path.insert(0, os.path.abspath(lib_dir()))
-import ccc_gpu  # from lib_dir(): after the sys.path insert above
-import yaml
+import ccc_exporter_config
+import ccc_fan_state
+import ccc_nvml
+import ccc_process_owners
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 log = logging.getLogger("ccc_gpu_exporter")
 
-DEFAULTS = {
-    "listen_address": "0.0.0.0",
-    "port": 9445,
-    "docker_url": ccc_gpu.DEFAULT_DOCKER_URL,
-    "fan_state_file": "/run/ccc-fan-controller/state.json",
-    "proc_root": "/proc",
-    "docker_timeout": 5,
-    "log_level": "info",
-    "user_labels": False,
-}
 SOURCES = ("nvml", "docker", "fan_state")
 GPU_LABELS = ["minor_number", "uuid", "name"]
 PROCESS_LABELS = ["uuid", "minor_number", "pid", "container", "stack"]
 USER_LABELS = ["user_email"]  # personal data: exported only with ``user_labels: true``
-MAX_STATE_BYTES = 64 * 1024
 MAX_LABEL_CHARS = 128
-
-
-class ConfigError(ValueError):
-    """The configuration file is unusable (the message names every problem)."""
-
-
-def load_config(path=None):
-    """The configuration: ``DEFAULTS`` updated from the YAML file at ``path`` (if given), checked."""
-    config = dict(DEFAULTS)
-    if path:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                loaded = yaml.safe_load(handle)
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read {path}: {exc}") from exc
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: must be a mapping of settings")
-        config.update(loaded)
-    return check_config(config)
-
-
-def check_config(config):
-    problems = []
-    unknown = sorted(set(config) - set(DEFAULTS))
-    if unknown:
-        problems.append(f"unknown settings {unknown} (known: {sorted(DEFAULTS)})")
-    if not isinstance(config.get("listen_address"), str) or not config["listen_address"]:
-        problems.append("listen_address must be an address, e.g. 0.0.0.0 or 127.0.0.1")
-    port = config.get("port")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        problems.append(f"port must be 0..65535, got {port!r}")
-    for key in ("docker_url", "proc_root"):
-        if not isinstance(config.get(key), str) or not config[key]:
-            problems.append(f"{key} must be a non-empty string")
-    state_file = config.get("fan_state_file")
-    if state_file is not None and (not isinstance(state_file, str) or not os.path.isabs(state_file)):
-        problems.append(f"fan_state_file must be an absolute path or null, got {state_file!r}")
-    timeout = config.get("docker_timeout")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
-        problems.append(f"docker_timeout must be a positive number of seconds, got {timeout!r}")
-    if not isinstance(config.get("user_labels"), bool):
-        problems.append(f"user_labels must be true or false, got {config.get('user_labels')!r}")
-    if str(config.get("log_level", "")).upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
-        problems.append("log_level must be debug, info, warning or error")
-    if problems:
-        raise ConfigError("; ".join(problems))
-    return config
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,9 +79,9 @@ def check_config(config):
 
 
 class NvmlSession:
-    """NVML initialised once (``ccc_gpu.load_nvml``) and again after ``reset()``."""
+    """NVML initialised once (``ccc_nvml.load_nvml``) and again after ``reset()``."""
 
-    def __init__(self, loader=ccc_gpu.load_nvml):
+    def __init__(self, loader=ccc_nvml.load_nvml):
         self._loader = loader
         self._nvml = None
 
@@ -161,7 +92,7 @@ class NvmlSession:
 
     def reset(self):
         if self._nvml is not None:
-            ccc_gpu.shutdown_nvml(self._nvml)
+            ccc_nvml.shutdown_nvml(self._nvml)
         self._nvml = None
 
 
@@ -171,14 +102,14 @@ class DockerContainers:
     def __init__(self, url, timeout=5, client_factory=None):
         self.url = url
         self.timeout = timeout
-        self._factory = client_factory or (lambda: ccc_gpu.docker_client(url, timeout=timeout))
+        self._factory = client_factory or (lambda: ccc_process_owners.docker_client(url, timeout=timeout))
         self._client = None
 
     def get(self):
         try:
             if self._client is None:
                 self._client = self._factory()
-            return ccc_gpu.docker_containers(self._client)
+            return ccc_process_owners.docker_containers(self._client)
         except Exception:
             self.close()
             raise
@@ -190,26 +121,6 @@ class DockerContainers:
                 client.close()
             except Exception:
                 log.debug("closing the Docker client failed", exc_info=True)
-
-
-def read_fan_state(path):
-    """The fan controller's state file as a dict, ``None`` when there is none; raises ValueError."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_STATE_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc}") from exc
-    if len(raw) > MAX_STATE_BYTES:
-        raise ValueError(f"{path} is larger than {MAX_STATE_BYTES} bytes")
-    try:
-        state = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{path} is not JSON: {exc}") from exc
-    if not isinstance(state, dict):
-        raise ValueError(f"{path} must hold a JSON object")  # noqa: TRY004  (one error type for the caller)
-    return state
 
 
 def _number(value):
@@ -233,12 +144,12 @@ class GpuCollector:
     def __init__(self, nvml, containers, fan_state_file=None, proc_root="/proc", clock=time.time,
                  user_labels=False):
         self.nvml = nvml
-        self.user_labels = user_labels
         self.containers = containers
+        self.failures = {source: 0 for source in SOURCES}
         self.fan_state_file = fan_state_file
         self.proc_root = proc_root
+        self.user_labels = user_labels
         self.clock = clock
-        self.failures = {source: 0 for source in SOURCES}
         self.last_success = 0.0
         self.last_ok = False
         self.last_errors = {}
@@ -266,8 +177,8 @@ class GpuCollector:
     def _gpu_families(self, errors):
         try:
             nvml = self.nvml.get()
-            gpus = ccc_gpu.read_gpus(nvml)
-        except ccc_gpu.GpuReadError as exc:
+            gpus = ccc_nvml.read_gpus(nvml)
+        except ccc_nvml.GpuReadError as exc:
             errors["nvml"] = str(exc)
             self.nvml.reset()
             return []
@@ -311,8 +222,8 @@ class GpuCollector:
 
         process_errors = []
         try:
-            processes = ccc_gpu.read_processes(nvml, process_errors)
-        except ccc_gpu.GpuReadError as exc:
+            processes = ccc_nvml.read_processes(nvml, process_errors)
+        except ccc_nvml.GpuReadError as exc:
             process_errors.append(str(exc))
             processes = []
         if gpu_errors or process_errors:
@@ -332,7 +243,7 @@ class GpuCollector:
         except Exception as exc:  # noqa: BLE001  (Docker down must not fail the scrape)
             errors["docker"] = f"cannot list containers: {type(exc).__name__}: {exc}"
             containers = {}
-        for process in ccc_gpu.attribute(processes, containers, self.proc_root):
+        for process in ccc_process_owners.attribute(processes, containers, self.proc_root):
             if process["used_memory_bytes"] is None:
                 continue
             values = [
@@ -350,7 +261,7 @@ class GpuCollector:
         if not self.fan_state_file:
             return []
         try:
-            state = read_fan_state(self.fan_state_file)
+            state = ccc_fan_state.read(self.fan_state_file)
         except ValueError as exc:
             errors["fan_state"] = str(exc)
             return []
@@ -430,7 +341,7 @@ class GpuCollector:
 # Wiring
 
 
-def build(config, nvml_loader=ccc_gpu.load_nvml, docker_factory=None, clock=time.time):
+def build(config, nvml_loader=ccc_nvml.load_nvml, docker_factory=None, clock=time.time):
     """A registry holding the GPU collector (and ``process_*`` metrics) for ``config``."""
     collector = GpuCollector(
         NvmlSession(nvml_loader),
@@ -455,8 +366,8 @@ def main(argv=None):
     parser.add_argument("--once", action="store_true", help="print one collection to stdout and exit")
     args = parser.parse_args(argv)
     try:
-        config = load_config(args.config)
-    except ConfigError as exc:
+        config = ccc_exporter_config.load_file(args.config)
+    except ccc_exporter_config.ConfigError as exc:
         print(f"ccc_gpu_exporter: {exc}", file=sys.stderr)
         return 2
     # force: drop any handler a library put on the root logger (Salt's buffering one, if importable).

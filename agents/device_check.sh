@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-shot check of the GPU agents on a real NVIDIA machine (about 60 s, at most 120 s):
 #   1. nvidia-smi's own view (for comparison),
-#   2. ccc_gpu.read_gpus / read_temperatures / read_processes through the real NVML, timed,
+#   2. ccc_nvml.read_gpus / read_temperatures / read_processes through the real NVML, timed,
 #      while a small CUDA context (driver API through ctypes, 256 MiB) runs so that there is a
 #      GPU process to see,
 #   3. the exporter: --once, then served on 127.0.0.1 and scraped 20 times over HTTP.
@@ -12,6 +12,7 @@
 #   bash agents/device_check.sh --make-pylib    # HERE, before: copies the pure-Python packages
 #                                               # the agents need into .device-pylib/
 #
+# The agents import their library (_utils/) from PYTHONPATH, as their systemd units do.
 # The GPU machine cannot reach a package index. The script uses, in this order: a python3 that
 # already imports pynvml, prometheus_client and yaml; the same with PYTHONPATH=.device-pylib
 # (made by --make-pylib; add /.device-pylib/ to .git/info/exclude and carry it); a
@@ -42,7 +43,8 @@ SUMMARY=$OUT/summary.log
 : >"$SUMMARY"
 START=$SECONDS
 say() { echo "== [$((SECONDS - START)) s] $*" | tee -a "$SUMMARY"; }
-export PYTHONUNBUFFERED=1 CCC_AGENT_LIB=$REPO/_modules
+LIB=$REPO/_utils
+export PYTHONUNBUFFERED=1 PYTHONPATH=$LIB
 
 say "host $(hostname) kernel $(uname -r); $(nproc) CPUs"
 say "nvidia-smi"
@@ -56,12 +58,12 @@ PY=${CCC_PYTHON:-python3}
 imports="import pynvml, prometheus_client, yaml"
 if ! "$PY" -c "$imports" 2>/dev/null; then
     if [[ -d $PYLIB ]] && PYTHONPATH=$PYLIB "$PY" -c "$imports" 2>/dev/null; then
-        export PYTHONPATH=$PYLIB
+        export PYTHONPATH=$LIB:$PYLIB
     else
         target=$(mktemp -d)
         say "pip install --target $target (needs network)"
         timeout 40 "$PY" -m pip install -q --target "$target" nvidia-ml-py prometheus-client pyyaml docker >>"$SUMMARY" 2>&1
-        export PYTHONPATH=$target
+        export PYTHONPATH=$LIB:$target
     fi
 fi
 say "python: $("$PY" --version 2>&1) PYTHONPATH=${PYTHONPATH:-}; $("$PY" -c "$imports; print('imports ok:', pynvml.__file__)" 2>&1)"
@@ -85,23 +87,22 @@ HOLD=$!
 sleep 3
 say "GPU process started: pid $HOLD (python ctypes CUDA context)"
 
-# --- NVML through ccc_gpu
-say "ccc_gpu readers"
+# --- NVML through ccc_nvml
+say "ccc_nvml readers"
 timeout 30 "$PY" - "$HOLD" >"$OUT/nvml.json" 2>>"$SUMMARY" <<'EOF'
-import json, os, sys, time
-sys.path.insert(0, os.environ["CCC_AGENT_LIB"])
-import ccc_gpu
+import json, sys, time
+import ccc_nvml, ccc_process_owners
 hold = int(sys.argv[1])
 result = {}
 start = time.perf_counter()
 try:
-    nvml = ccc_gpu.load_nvml()
-except ccc_gpu.GpuReadError as exc:
+    nvml = ccc_nvml.load_nvml()
+except ccc_nvml.GpuReadError as exc:
     json.dump({"load_nvml": f"{type(exc).__name__}: {exc}"}, sys.stdout)
     sys.exit(1)
 result["load_nvml_ms"] = (time.perf_counter() - start) * 1000
 for name in ("read_gpus", "read_temperatures", "read_processes"):
-    function = getattr(ccc_gpu, name)
+    function = getattr(ccc_nvml, name)
     try:
         result[name] = function(nvml)
         times = []
@@ -115,8 +116,8 @@ for name in ("read_gpus", "read_temperatures", "read_processes"):
 procs = result.get("read_processes")
 if isinstance(procs, list):
     result["hold_pid_seen"] = any(p["pid"] == hold for p in procs)
-    result["attributed"] = ccc_gpu.attribute(procs, {})
-    result["container_of_pids"] = {p["pid"]: ccc_gpu.container_of_pid(p["pid"]) for p in procs}
+    result["attributed"] = ccc_process_owners.attribute(procs, {})
+    result["container_of_pids"] = {p["pid"]: ccc_process_owners.container_of_pid(p["pid"]) for p in procs}
 result["self_cgroup"] = open("/proc/self/cgroup").read()
 names = [n for n in ("nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDeviceGetUUID", "nvmlDeviceGetName",
                      "nvmlDeviceGetMinorNumber", "nvmlDeviceGetTemperature", "nvmlDeviceGetUtilizationRates",
@@ -124,7 +125,7 @@ names = [n for n in ("nvmlDeviceGetCount", "nvmlDeviceGetHandleByIndex", "nvmlDe
                      "nvmlDeviceGetFanSpeed", "nvmlDeviceGetPciInfo", "nvmlDeviceGetComputeRunningProcesses",
                      "nvmlDeviceGetGraphicsRunningProcesses")]
 result["missing_pynvml_names"] = [n for n in names if not hasattr(nvml, n)]
-ccc_gpu.shutdown_nvml(nvml)
+ccc_nvml.shutdown_nvml(nvml)
 json.dump(result, sys.stdout, indent=1, default=str)
 EOF
 echo "   rc=$?" | tee -a "$SUMMARY"

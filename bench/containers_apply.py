@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark: `state.apply containers` on one node with N containers (default 10 and 50).
+"""Benchmark: `state.apply containers` on one node with N containers (default 10, 50 and 200).
 
 Runs on a private dockerd ("bench", fake NVIDIA hook) with the tiny test image, through
-masterless salt-call exactly as an admin would. Prints, per N: wall time of the first deploy,
-of a no-op re-apply, Salt's own "Total run time" of the no-op states, and the per-container cost.
+masterless salt-call exactly as an admin would. Prints, per N: wall time of the first deploy
+(new stacks: SSH host keys generated, containers created ``ccc:node:create_parallelism`` at a
+time) and its cost per container, then the best of three no-op re-applies: wall time, Salt's own
+"Total run time" of the states, and that per container (it should stay flat as N grows).
 
-    .venv/bin/python bench/containers_apply.py [N ...]
+    .venv/bin/python bench/containers_apply.py [--parallelism P] [N ...]
 """
 
+import argparse
 import pathlib
 import re
 import subprocess
@@ -25,16 +28,18 @@ from support.site import SALT_CALL, SaltNode, unmount_below  # noqa: E402
 IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
 
 
-def bench_pillar(count):
+def bench_pillar(count, parallelism=None):
     users, containers = {}, []
     for index in range(count):
         email = f"bench{index:03d}@example.org"
         users[email] = {"USER_FULLNAME": f"Bench User {index}", "USER_NAME": f"bench{index:03d}", "USER_TYPE": "researcher"}
         containers.append({"STACK_NAME": f"bench-{index:03d}", "USER_EMAIL": email, "CONTAINER_IMAGE": IMAGE,
                            "FRP_PORTS": {"TCP": [22], "HTTP": [{"port": 8080, "subdomain": f"bench-{index:03d}", "pass": "x"}]}})
-    networks = {name: {"subnet": f"10.233.9.{64 * slot}/26", "gateway": f"10.233.9.{64 * slot + 1}", "bridge_name": f"cccb-{slot}"}
+    # /24s: every container joins its access network and claims (200 need more than a /26).
+    networks = {name: {"subnet": f"10.233.{10 + slot}.0/24", "gateway": f"10.233.{10 + slot}.1", "bridge_name": f"cccb-{slot}"}
                 for slot, name in enumerate(("lab-unrestricted", "student-restricted", "claims"))}
-    return {"users": users, "containers": containers, "cluster": {"networks": networks}}
+    node = {"create_parallelism": parallelism} if parallelism else {}
+    return {"users": users, "containers": containers, "cluster": {"networks": networks}, "node": node}
 
 
 def timed_apply(node):
@@ -50,30 +55,41 @@ def timed_apply(node):
     return wall, states, int(changed.group(1)) if changed else 0
 
 
+def remove_managed(client):
+    for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
+        container.remove(force=True)
+
+
 def main():
-    counts = [int(arg) for arg in sys.argv[1:]] or [10, 50]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("counts", nargs="*", type=int, default=[10, 50, 200])
+    parser.add_argument("--parallelism", type=int, help="ccc:node:create_parallelism (default: the built-in one)")
+    args = parser.parse_args()
     daemon = start_dockerd("bench", pathlib.Path("/var/tmp/ccc-bench-docker"), "10.233.8.1/24", fake_nvidia=True)
     subprocess.run(["bash", str(REPO / "tests" / "images" / "build.sh"), daemon.url], check=True, capture_output=True)
     client = daemon.client()
     client.images.get("ccc-test/tiny:1").tag(*IMAGE.rsplit(":", 1))
-    print(f"{'N':>4} {'first deploy':>13} {'no-op wall':>11} {'no-op states':>13} {'per container':>14}")
+    remove_managed(client)
+    for network in client.networks.list(filters={"label": "ccc.managed-by=ccc-salt"}):
+        network.remove()  # made by an earlier run, maybe with other subnets: the apply makes them again
+    print(f"{'N':>4} {'first deploy':>13} {'per container':>14} {'no-op wall':>11} {'no-op states':>13} "
+          f"{'per container':>14}")
     try:
-        for count in counts:
-            for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
-                container.remove(force=True)
+        for count in args.counts:
+            remove_managed(client)
             with tempfile.TemporaryDirectory() as work:
                 node = SaltNode(pathlib.Path(work) / "salt", "node1", daemon.url, pathlib.Path(work) / "storage",
-                                extra_ccc=bench_pillar(count))
+                                extra_ccc=bench_pillar(count, args.parallelism))
                 first, _, changed = timed_apply(node)
                 assert changed >= count, f"first deploy changed only {changed} states"
                 noop_runs = [timed_apply(node) for _ in range(3)]
                 wall, states, changed = min(noop_runs)
                 assert changed == 0, "a no-op apply changed something"
-                print(f"{count:>4} {first:>12.2f}s {wall:>10.2f}s {states:>12.2f}s {1000 * states / count:>11.1f} ms")
+                print(f"{count:>4} {first:>12.2f}s {1000 * first / count:>11.1f} ms {wall:>10.2f}s {states:>12.2f}s "
+                      f"{1000 * states / count:>11.1f} ms", flush=True)
                 unmount_below(work)
     finally:
-        for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
-            container.remove(force=True)
+        remove_managed(client)
         daemon.stop()
 
 

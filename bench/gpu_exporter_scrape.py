@@ -17,6 +17,9 @@ Prints p50/p95 over 50 scrapes (after 5 warm-up scrapes) of:
   (``time.process_time``) per scrape.
 
     .venv/bin/python bench/gpu_exporter_scrape.py [--scrapes 50]
+
+The exporter and its library are imported in this process: ``_utils/`` goes first on the import
+path here, as ``PYTHONPATH`` does for the installed service.
 """
 
 import argparse
@@ -30,9 +33,10 @@ import time
 import urllib.request
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "_modules"), str(REPO / "tests" / "agents")]
+sys.path[:0] = [str(REPO / "_utils"), str(REPO / "tests" / "agents")]
 
-import ccc_gpu
+import ccc_exporter_config
+import ccc_nvml
 from fake_nvml import FakeNvml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -105,8 +109,9 @@ def main():
     exporter = load_exporter()
     with tempfile.TemporaryDirectory() as tmp:
         nvml, docker, proc_root, state = make_world(pathlib.Path(tmp))
-        config = exporter.check_config(dict(exporter.DEFAULTS, proc_root=str(proc_root), fan_state_file=str(state)))
-        registry, collector = exporter.build(config, nvml_loader=lambda: ccc_gpu.load_nvml(nvml),
+        config = ccc_exporter_config.check(dict(ccc_exporter_config.DEFAULTS, proc_root=str(proc_root),
+                                                fan_state_file=str(state)))
+        registry, collector = exporter.build(config, nvml_loader=lambda: ccc_nvml.load_nvml(nvml),
                                              docker_factory=lambda: docker)
         thread_cpu = []
         collect = collector.collect

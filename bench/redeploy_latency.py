@@ -3,20 +3,46 @@
 
 Uses the same cluster as tests/cluster (salt-master + 2 minions, a private dockerd per node,
 shared storage) with the product's default beacon settings except where the test harness sets
-them (see tests/cluster/conftest.py). Prints p50/p95 of 20 edits (file write -> recreated
-container running with the new value) and of node moves (write -> running on the new node and
-gone from the old one).
+them (see tests/cluster/conftest.py). The per-user rate limit is set out of reach: 26 edits in
+two minutes are far above it, and this measures the path of one edit, not the limiter
+(bench/redeploy_storm.py measures that). Prints p50/p95 of 20 edits (file write -> recreated
+container running with the new value) and of 6 node moves (write -> running on the new node and
+gone from the old one), and where the time of each edit goes, from event timestamps:
+
+    write        -> beacon event   the salt/beacon/<node>/ccc_settings/<stack> event at the master
+    beacon       -> runner start   the reactor: salt/run/<jid>/new of ccc.redeploy
+    runner start -> publish        the runner: salt/job/<jid>/new of the state.apply
+    publish      -> states start   the minion: job process, pillar render, state compile (the
+                                   first state's start_time in the job's return)
+    states start -> started        the states (networks, the deployment: plan, Docker create,
+                                   start, swap) up to Docker's StartedAt of the new container
+    started      -> seen           until the bench saw it running with the new value
+
+A "-" is a step whose event belongs to no job of its own: a job already queued for an earlier
+report read the new file (coalesced).
 
     .venv/bin/python bench/redeploy_latency.py
 """
 
+import datetime
 import pathlib
 import statistics
 import subprocess
 import sys
 import time
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
+EDITS = 20
+MOVES = 6
+STEPS = ("write -> beacon event", "beacon -> runner start", "runner start -> publish", "publish -> states start",
+         "states start -> started", "started -> seen")
+
+
+@pytest.fixture(scope="package")
+def redeploy_limits():
+    return {"max_applies": 1000, "window": 60, "job_timeout": 60}
 
 
 def _percentile(values, fraction):
@@ -29,7 +55,7 @@ def _wait(predicate, timeout=60):
     while time.monotonic() < deadline:
         if predicate():
             return time.monotonic()
-        time.sleep(0.05)
+        time.sleep(0.02)
     raise AssertionError("timed out")
 
 
@@ -46,22 +72,104 @@ def _running(daemon):
     return {c.labels["ccc.stack"] for c in client.containers.list(filters={"label": "ccc.managed-by=ccc-salt"})}
 
 
-def test_redeploy_latency(master, minions, dockerds, cluster_storage):
+def _epoch(stamp):
+    return stamp.timestamp() if isinstance(stamp, datetime.datetime) else None
+
+
+def _docker_time(text):
+    """Docker's RFC 3339 time with nanoseconds (UTC) as epoch seconds."""
+    head, _, rest = text.rstrip("Z").partition(".")
+    moment = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.timezone.utc)
+    return moment.timestamp() + float("0." + (rest or "0"))
+
+
+def _state_time(returned_at, clock):
+    """A state's ``start_time`` (local ``HH:MM:SS.ffffff`` on the minion) as epoch seconds, on
+    the day the job returned."""
+    day = datetime.datetime.fromtimestamp(returned_at)
+    moment = datetime.datetime.combine(day.date(), datetime.time.fromisoformat(clock))
+    if moment.timestamp() > returned_at + 60:  # started before midnight
+        moment -= datetime.timedelta(days=1)
+    return moment.timestamp()
+
+
+def _first(events, after, predicate=lambda event: True):
+    found = [event for event in events if _epoch(event.stamp) >= after and predicate(event)]
+    return min(found, key=lambda event: event.stamp) if found else None
+
+
+def _breakdown(event_listener, master, daemon, node, stack, written, seen_at):
+    """The seconds of each step of one edit (``None`` where an event was not found)."""
+    deadline = time.monotonic() + 10  # the job's return comes after its last state
+    while True:
+        events = event_listener.get_events([(master.id, "salt/*")], after_time=written - 1)
+        if time.monotonic() > deadline or any(e.tag.startswith("salt/job/") and f"/ret/{node}" in e.tag
+                                              and _epoch(e.stamp) >= seen_at for e in events):
+            break
+        time.sleep(0.1)
+    beacon = _first(events, written, lambda e: e.tag.startswith("salt/beacon/") and e.tag.endswith(f"/ccc_settings/{stack}"))
+    runner = _first(events, written, lambda e: e.tag.startswith("salt/run/") and e.tag.endswith("/new")
+                    and e.data.get("fun") == "runner.ccc.redeploy")
+
+    def ours(event):
+        kwargs = next((a for a in event.data.get("arg") or [] if isinstance(a, dict)), {})
+        return (event.tag.endswith("/new") and event.data.get("fun") == "state.apply"
+                and (kwargs.get("pillar") or {}).get("containers") == stack and node in event.data.get("minions", []))
+
+    published = [e for e in events if e.tag.startswith("salt/job/") and _epoch(e.stamp) >= written and ours(e)]
+    ret, publish = None, None
+    for job in sorted(published, key=lambda e: e.stamp):  # the job that applied this edit: the last before it was seen
+        back = _first(events, written, lambda e, jid=job.data["jid"]: e.tag == f"salt/job/{jid}/ret/{node}")
+        if back is not None and _epoch(job.stamp) <= seen_at:
+            publish, ret = job, back
+    marks = [written, _epoch(beacon.stamp) if beacon else None, _epoch(runner.stamp) if runner else None,
+             _epoch(publish.stamp) if publish else None, None, None, seen_at]
+    if ret is not None:
+        states = [v for v in (ret.data.get("return") or {}).values() if isinstance(v, dict) and v.get("start_time")]
+        if states:
+            marks[4] = min(_state_time(_epoch(ret.stamp), s["start_time"]) for s in states)
+    try:
+        marks[5] = _docker_time(daemon.client().api.inspect_container(stack)["State"]["StartedAt"])
+    except Exception:  # noqa: BLE001 - being swapped again
+        pass
+    steps, last = [], written
+    for mark in marks[1:]:
+        steps.append(None if mark is None or last is None else mark - last)
+        last = mark if mark is not None else None
+    return steps
+
+
+def _table(rows):
+    print(f"\n{'step (s)':30} {'p50':>6} {'p95':>6} {'max':>6}  n")
+    for index, label in enumerate(STEPS):
+        values = [row[index] for row in rows if row[index] is not None]
+        if values:
+            print(f"{label:30} {statistics.median(values):6.2f} {_percentile(values, 0.95):6.2f} "
+                  f"{max(values):6.2f}  {len(values)}")
+
+
+def test_redeploy_latency(master, minions, dockerds, cluster_storage, event_listener):
     node1, node2 = dockerds["node1"], dockerds["node2"]
     settings = pathlib.Path(cluster_storage) / "shared" / "user_data"
     ana = settings / "ana.novak@example.org" / "container-settings" / "ana-main.yml"
-    edits = []
-    for index in range(20):
+    edits, rows = [], []
+    time.sleep(5)  # the start-up reconcile's last events
+    for index in range(EDITS):
         size = 100 + index
         time.sleep(1.5)  # let the previous edit's quiet period pass: 20 separate user actions
-        start = time.monotonic()
+        written, start = time.time(), time.monotonic()
         ana.write_text(f"ana-main:\n  SHM_SIZE: {size}m\n")
-        edits.append(_wait(lambda: _shm(node1, "ana-main") == size * 1024**2) - start)
+        seen = _wait(lambda: _shm(node1, "ana-main") == size * 1024**2)
+        edits.append(seen - start)
+        rows.append(_breakdown(event_listener, master, node1, "node1", "ana-main", written, written + edits[-1]))
+        print(f"edit {index:2}: {edits[-1]:.2f} s  " + "  ".join("-" if s is None else f"{s:.2f}" for s in rows[-1]))
 
     bor = settings / "bor.kralj@example.org" / "container-settings" / "bor-main.yml"
     moves = []
-    for index in range(6):
+    for index in range(MOVES):
         source, target = (node1, node2) if index % 2 == 0 else (node2, node1)
+        if index:  # bor-main starts on node1 and node2; then it runs where the last move put it
+            _wait(lambda: "bor-main" in _running(source) and "bor-main" not in _running(target))
         time.sleep(1.5)
         start = time.monotonic()
         bor.write_text(f"bor-main:\n  DEPLOYMENT_NODES: [{target.name}]\n")
@@ -69,6 +177,7 @@ def test_redeploy_latency(master, minions, dockerds, cluster_storage):
         moves.append(_wait(lambda: "bor-main" not in _running(source)) - start)
         print(f"move to {target.name}: running there after {started_there:.2f} s, gone from {source.name} after {moves[-1]:.2f} s")
 
+    _table(rows)
     print()
     for label, values in (("edit -> recreated", edits), ("node move", moves)):
         print(f"{label:18} n={len(values):2}  p50 {statistics.median(values):.2f} s  "

@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 
 import yaml
 
@@ -108,11 +109,22 @@ def worst_cases():
 
 
 def _load_modules(directory):
+    """The shared modules from ``directory`` (default ``_utils/``), as one namespace per side."""
     sys.path[:0] = [str(directory), str(REPO / "tests")]
-    import ccc_containers
-    import ccc_settings
+    import ccc_report
+    import ccc_resolver
+    import ccc_schema
+    import ccc_settings_file
     from support.site import sample_ccc
-    return ccc_settings, ccc_containers, sample_ccc
+    settings = types.SimpleNamespace(read_settings_file=ccc_settings_file.read_settings_file,
+                                     parse_settings_text=ccc_settings_file.parse_settings_text,
+                                     SettingsError=ccc_settings_file.SettingsError,
+                                     validate_user_settings=ccc_schema.validate_user_settings)
+    containers = types.SimpleNamespace(resolve_container=ccc_resolver.resolve_container,
+                                       NodeFacts=ccc_resolver.NodeFacts,
+                                       taken_subdomains=ccc_resolver.taken_subdomains,
+                                       feedback_report=ccc_report.feedback_report)
+    return settings, containers, sample_ccc
 
 
 def _measure(run, repeats, case_seconds):
@@ -163,7 +175,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--case-seconds", type=float, default=2.0)
-    parser.add_argument("--modules", default=str(REPO / "_modules"))
+    parser.add_argument("--modules", default=str(REPO / "_utils"))
     args = parser.parse_args()
     settings, containers, sample_ccc = _load_modules(args.modules)
     ccc = sample_ccc("node1")

@@ -1,11 +1,9 @@
 {#- A minion (re)started: sync the custom modules, then reconcile all of its containers
-    (edits made while it was down are applied now). Ordered on the master by orchestrate. #}
-{%- set node = data.get('id') %}
-{%- if node is string and node is match('[A-Za-z0-9][A-Za-z0-9._-]{0,252}$') %}
-ccc-node-start-{{ node }}:
+    (edits made while it was down are applied now). Ordered on the master by orchestrate, which
+    targets exactly that minion id (a list target: no glob, no pattern to check here). #}
+ccc-node-start:
   runner.state.orchestrate:
     - args:
       - mods: orch.ccc_node_start
       - pillar:
-          ccc_node: {{ node }}
-{%- endif %}
+          ccc_node: {{ data.get('id') | json }}

@@ -36,10 +36,13 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
             {"salt/minion/*/start": [str(repo / "reactor" / "minion_start.sls")]},
             # A node's Docker engine restarted (ccc_docker beacon): reconcile that node in full.
             {"salt/beacon/*/ccc_docker/restarted": [str(repo / "reactor" / "engine_restarted.sls")]},
+            # A state.apply returned: what the ccc runner holds pending behind it goes at once.
+            {"salt/job/*/ret/*": [str(repo / "reactor" / "job_returned.sls")]},
         ],
-        # The ccc runner coalesces settings edits per stack; this applies the stacks left pending
-        # once their job has ended (or their user's rate limit allows). A schedule of a few seconds
-        # also shortens the master's maintenance loop to that interval.
+        # The ccc runner coalesces settings edits per stack; a job's return applies the stacks left
+        # pending behind it (reactor above), this schedule what no return ends (job timeouts,
+        # probes, the rate limit's window). A schedule of a few seconds also shortens the
+        # master's maintenance loop to that interval.
         "schedule": {
             "ccc-redeploy-flush": {"function": "ccc.flush", "seconds": FLUSH_INTERVAL, "return_job": False},
         },

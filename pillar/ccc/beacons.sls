@@ -1,11 +1,13 @@
 {#- The ccc_settings beacon (_beacons/ccc_settings.py) on every minion: a user saving
     ~/.containers/<STACK_NAME>.yml fires salt/beacon/<minion id>/ccc_settings/<STACK_NAME>.
 
-    The minion works out which files to watch from its own compiled `ccc:` pillar (`from_pillar`):
-    every container that may run on this node (user type's allowed_nodes + ALLOWED_NODES) and is
-    not DISABLED. It is not listed here because a pillar SLS cannot read the pillar of the other
-    SLS files (Salt 3008 renders each one on its own). Tunables: ccc:cluster:beacon:{quiet_period
-    (1 s), poll_interval (30 s), max_delay (10 s)}.
+    The minion works out which files to watch from its own compiled `ccc:` pillar (`from_pillar`,
+    through the execution function ccc_containers.watched_files): every container that may run on
+    this node (user type's allowed_nodes + ALLOWED_NODES) and is not DISABLED. It is not listed
+    here because a pillar SLS cannot read the pillar of the other SLS files (Salt 3008 renders each
+    one on its own). Tunables: ccc:cluster:beacon:{quiet_period (0.25 s), poll_interval (30 s),
+    max_delay (10 s)}. `immediate`: a change fires when its quiet period ends, not at the beacon's
+    next call (Salt calls beacons once a second); about a second off every redeploy, no idle cost.
 
     Pillar `beacons` replaces beacons set in the minion config. A site that needs other beacons
     adds them under `beacons:` in its own pillar (dicts merge); a site that sets
@@ -14,6 +16,7 @@
 beacons:
   ccc_settings:
     - from_pillar: ccc
+    - immediate: True
     - interval: 1
     - disable_during_state_run: False
 {#- The ccc_docker beacon (_beacons/ccc_docker.py): this node's Docker engine (ccc:node:docker_url)

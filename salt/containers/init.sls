@@ -12,9 +12,15 @@ ccc-containers-network-{{ network }}:
     - name: {{ network | json }}
 {%- endfor %}
 
+{#- Plans and applies every selected container, several at a time (ccc:node:create_parallelism);
+    each container's own state below reports its outcome. No require on the networks: when the
+    Docker engine is down every container still runs, fails with a reason the user reads in
+    .deploy, and counts in the summary. #}
+ccc-containers-deploy:
+  ccc_container.deployed:
+    - stacks: {{ selection.selected | json }}
+
 {%- for stack in selection.selected %}
-{#- No require on the networks: when the Docker engine is down every container state still runs,
-    fails with a reason the user reads in .deploy, and counts in the summary. #}
 ccc-container-{{ stack }}:
   ccc_container.running:
     - name: {{ stack }}
@@ -29,7 +35,7 @@ ccc-containers-orphans:
 
 {#- After the containers: live private groups inside each running container's private pin, and
     pin sets of containers that are gone released. SSH host keys are per STACK_NAME, made by
-    ccc_container.running (ccc_hostkeys). #}
+    ccc_container.deployed (ccc_hostkeys). #}
 ccc-containers-private-mounts:
   ccc_container.private_mounts_managed: []
 

@@ -5,7 +5,8 @@ NVML is ``fake_nvml.FakeNvml``, a FAKE of the pynvml module at the narrowest har
 makes (``client.api.containers()``); the processes' cgroup files are crafted under a temporary
 ``proc_root``. (The same path against a real dockerd and real cgroup files is tested in
 ``test_gpu.py``.) Everything else (collector, HTTP server, exposition) is the real exporter, and
-one test runs the real script as a subprocess with the real pynvml on this GPU-less host.
+one test runs the real script as a subprocess with the real pynvml on this GPU-less host. The
+script imports its library from ``PYTHONPATH`` (``_utils/``), as its unit does.
 """
 
 import json
@@ -20,18 +21,23 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from unittest import mock
 
+import ccc_exporter_config
 import ccc_gpu
+import ccc_nvml
 import pynvml
 import pytest
 import yaml
 from support.scripts import load_agent
+from agent_run import free_port
 from fake_nvml import FakeNvml, fake_uuid
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from prometheus_client.parser import text_string_to_metric_families
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "agents" / "ccc_gpu_exporter.py"
+AGENT_ENV = dict(os.environ, PYTHONPATH=str(REPO / "_utils"))  # what the unit's PYTHONPATH gives
 GIB = 1 << 30
 
 
@@ -80,10 +86,10 @@ class Exporter:
         self.proc_root.mkdir()
         self.fan_state_file = tmp_path / "fan-state.json"
         self.now = now or [1_800_000_000.0]
-        config = exporter.check_config(dict(exporter.DEFAULTS, proc_root=str(self.proc_root),
-                                            fan_state_file=str(self.fan_state_file), user_labels=user_labels))
+        config = ccc_exporter_config.check(dict(ccc_exporter_config.DEFAULTS, proc_root=str(self.proc_root),
+                                                fan_state_file=str(self.fan_state_file), user_labels=user_labels))
         self.registry, self.collector = exporter.build(
-            config, nvml_loader=lambda: ccc_gpu.load_nvml(self.nvml),
+            config, nvml_loader=lambda: ccc_nvml.load_nvml(self.nvml),
             docker_factory=lambda: self.docker, clock=lambda: self.now[0])
         self.server = exporter.serve(self.registry, "127.0.0.1", 0)
         self.port = self.server.server_port
@@ -397,19 +403,13 @@ def test_a_lost_gpu_is_marked_down_and_the_others_are_exported(served):
 
 def test_an_unexpected_exception_never_becomes_a_500(served, monkeypatch):
     exp = served(FakeNvml(count=1))
-    monkeypatch.setattr(ccc_gpu, "read_gpus", lambda nvml: 1 / 0)
+    monkeypatch.setattr(ccc_nvml, "read_gpus", lambda nvml: 1 / 0)
     metrics = exp.scrape()
     assert metrics["ccc_gpu_exporter_collection_failures"][labels(source="nvml")] == 1
 
 
 # ---------------------------------------------------------------------------------------------
 # The real script: configuration, --once, serving, SIGTERM
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _host_has_nvml():
@@ -423,7 +423,7 @@ def test_the_script_serves_and_stops_on_sigterm(tmp_path):
                                       "fan_state_file": str(tmp_path / "none.json"), "docker_url": "unix:///nonexistent"}))
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "--config", str(config)], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
-                            env=dict(os.environ, CCC_AGENT_LIB=str(REPO / "_modules")))
+                            env=AGENT_ENV)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -450,7 +450,7 @@ def test_the_script_serves_and_stops_on_sigterm(tmp_path):
 
 def test_once_prints_the_exposition(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT), "--once"], check=False, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, env=AGENT_ENV)
     metrics = parse(proc.stdout)
     assert "ccc_gpu_exporter_last_success_timestamp_seconds" in metrics
     assert proc.returncode == (0 if metrics["ccc_gpu_exporter_collection_success"][()] == 1 else 1)
@@ -467,11 +467,11 @@ def test_once_prints_the_exposition(tmp_path):
 def test_bad_configuration_is_refused_with_the_reason(tmp_path, content, problem):
     config = tmp_path / "bad.yaml"
     config.write_text(yaml.safe_dump(content))
-    with pytest.raises(exporter.ConfigError) as caught:
-        exporter.load_config(str(config))
+    with pytest.raises(ccc_exporter_config.ConfigError) as caught:
+        ccc_exporter_config.load_file(str(config))
     assert problem in str(caught.value)
     proc = subprocess.run([sys.executable, str(SCRIPT), "--config", str(config), "--once"],
-                          check=False, capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60, env=AGENT_ENV)
     assert proc.returncode == 2 and problem in proc.stderr
 
 
@@ -480,8 +480,10 @@ def test_bad_configuration_is_refused_with_the_reason(tmp_path, content, problem
 
 
 def render_template(pillar):
+    """The template as Salt renders it: ``salt['ccc_gpu.exporter_config']`` over ``pillar``."""
     env = Environment(loader=FileSystemLoader(str(REPO / "agents" / "config")), undefined=StrictUndefined)
-    return env.get_template("gpu-exporter.yaml.jinja").render(pillar=pillar)
+    with mock.patch.object(ccc_gpu, "__pillar__", pillar, create=True):
+        return env.get_template("gpu-exporter.yaml.jinja").render(salt={"ccc_gpu.exporter_config": ccc_gpu.exporter_config})
 
 
 def test_config_template_defaults_and_pillar_values(tmp_path):
@@ -495,7 +497,7 @@ def test_config_template_defaults_and_pillar_values(tmp_path):
                                                       "log_level": "debug", "user_labels": True}}}}
     path = tmp_path / "gpu-exporter.yaml"
     path.write_text(render_template(pillar))
-    config = exporter.load_config(str(path))
+    config = ccc_exporter_config.load_file(str(path))
     assert (config["listen_address"], config["port"], config["docker_url"], config["fan_state_file"],
             config["log_level"], config["user_labels"]) == ("127.0.0.1", 9500, "unix:///run/d.sock", "/run/f/s.json",
                                                            "debug", True)
@@ -511,14 +513,14 @@ def test_config_template_renders_through_salt(tmp_path):
                                  "default_renderer=jinja")
     path = tmp_path / "gpu-exporter.yaml"
     path.write_text(rendered)
-    config = exporter.load_config(str(path))
+    config = ccc_exporter_config.load_file(str(path))
     assert config["port"] == 9446 and config["docker_url"] == "unix:///srv/node3.sock"
 
 
 def test_unit_runs_the_installed_exporter_with_its_config():
     unit = (REPO / "agents" / "systemd" / "ccc-gpu-exporter.service").read_text()
     assert "ExecStart=/opt/ccc-agents/bin/ccc_gpu_exporter.py --config /etc/ccc/gpu-exporter.yaml" in unit
-    assert "Environment=CCC_AGENT_LIB=/opt/ccc-agents/lib" in unit
+    assert "Environment=PYTHONPATH=/opt/ccc-agents/lib" in unit
     assert "Restart=on-failure" in unit
     after = next(line for line in unit.splitlines() if line.startswith("After="))
     assert "nvidia-persistenced.service" in after and "docker.service" in after

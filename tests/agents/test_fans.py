@@ -1,5 +1,7 @@
-"""Fan control: ``_modules/ccc_fans.py`` (curve, hysteresis, fail-safe, IPMI) and the service
-``agents/ccc_fan_controller.py`` (signals, exit status, mode restore).
+"""Fan control: the library in ``_utils/`` (``ccc_fan_curve``, ``ccc_fan_config``,
+``ccc_fan_control``, ``ccc_ipmi``, ``ccc_fan_state``: curve, hysteresis, fail-safe, IPMI), the
+service ``agents/ccc_fan_controller.py`` (signals, exit status, mode restore) and the execution
+module ``_modules/ccc_fans.py``.
 
 The fakes are FAKES, each at the narrowest hardware boundary; everything above them is the real
 code:
@@ -10,10 +12,10 @@ code:
   of ``raw 0x30 0x45 0x01 <mode>`` there, as a BMC would), and fails (exit 1, ipmitool's
   message) while its ``fail`` file holds a non-zero count (``-1``: always).
 * NVML: ``FakeNvml`` (``tests/agents/fake_nvml.py``), a fake of the ``pynvml`` module, read
-  through the real ``ccc_gpu.read_temperatures``. For the service started as a subprocess,
-  ``CCC_AGENT_LIB`` points at a temporary folder whose ``ccc_gpu.py`` is a FAKE module: the real
-  ``ccc_gpu`` with ``load_nvml`` handing out a ``FakeNvml`` whose temperatures come from a JSON
-  file. ``ccc_fans.py`` there is the real module (a symlink).
+  through the real ``ccc_nvml.read_temperatures``. For the service started as a subprocess,
+  ``PYTHONPATH`` is a temporary folder, then ``_utils/`` (the real library, as installed): the
+  folder holds only a FAKE ``ccc_nvml.py``, the real ``_utils/ccc_nvml.py`` with ``load_nvml``
+  handing out a ``FakeNvml`` whose temperatures come from a JSON file.
 * time: the controller's ``step`` is driven with a fake monotonic clock and a recorded
   ``sleep`` for the IPMI backoff; only the service tests wait for real (milliseconds).
 """
@@ -34,16 +36,20 @@ import yaml
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-for path in (str(REPO / "_modules"), str(HERE)):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
 
+import ccc_fan_config
+import ccc_fan_control
+import ccc_fan_curve
 import ccc_fans
-import ccc_gpu
+import ccc_ipmi
+import ccc_nvml
 from support.scripts import load_agent
+from agent_run import read_state, wait_for
 from fake_nvml import FakeNvml
 
-# ccc_gpu imports salt.exceptions; importing Salt while logging is unconfigured puts Salt's
+# ccc_fans imports salt.exceptions; importing Salt while logging is unconfigured puts Salt's
 # deferred stderr handler on the root logger, which replays every warning at interpreter exit
 # onto pytest's already closed capture stream. These tests read logs through caplog.
 try:
@@ -153,7 +159,7 @@ class FakeClock:
 
 
 class Rig:
-    """A Controller over FakeNvml (through the real ccc_gpu) and the fake ipmitool on PATH."""
+    """A Controller over FakeNvml (through the real ccc_nvml) and the fake ipmitool on PATH."""
 
     def __init__(self, tmp_path, gpus=2, temperature=40, **settings):
         self.nvml = FakeNvml(gpus=[{"temperature": temperature} for _ in range(gpus)])
@@ -161,10 +167,10 @@ class Rig:
         self.clock = FakeClock()
         self.sleeps = []
         self.state_file = tmp_path / "run" / "state.json"
-        self.config = ccc_fans.controller_config(dict({"state_file": str(self.state_file)}, **settings))
-        self.ipmi = ccc_fans.SupermicroIpmi.from_config(self.config, sleep=self.sleeps.append)
-        self.controller = ccc_fans.Controller(
-            self.config, lambda: ccc_gpu.read_temperatures(self.nvml), ipmi=self.ipmi, clock=self.clock,
+        self.config = ccc_fan_config.controller_config(dict({"state_file": str(self.state_file)}, **settings))
+        self.ipmi = ccc_ipmi.SupermicroIpmi.from_config(self.config, sleep=self.sleeps.append)
+        self.controller = ccc_fan_control.Controller(
+            self.config, lambda: ccc_nvml.read_temperatures(self.nvml), ipmi=self.ipmi, clock=self.clock,
             wall_clock=lambda: 1_700_000_000.0 + self.clock.now)
 
     def temperatures(self, *celsius):
@@ -206,8 +212,8 @@ ROLE_CURVE = {0: 20, 60: 30, 65: 35, 70: 40, 80: 45, 90: 50}
     (0, 20), (35.5, 20), (59.9, 20), (60, 30), (64, 30), (65, 35), (79.99, 40), (80, 45), (90, 50), (105, 50),
 ])
 def test_step_curve_takes_the_largest_threshold_at_or_below(temperature, duty):
-    assert ccc_fans.duty_for(ROLE_CURVE, temperature) == duty
-    assert ccc_fans.duty_for({str(k): v for k, v in ROLE_CURVE.items()}, temperature) == duty
+    assert ccc_fan_curve.duty_for(ROLE_CURVE, temperature) == duty
+    assert ccc_fan_curve.duty_for({str(k): v for k, v in ROLE_CURVE.items()}, temperature) == duty
 
 
 @pytest.mark.parametrize("temperature, duty", [
@@ -216,9 +222,9 @@ def test_step_curve_takes_the_largest_threshold_at_or_below(temperature, duty):
 def test_interpolated_curve_is_linear_between_points_and_rounds_up(temperature, duty):
     curve = {"0": 20, "60": 30, "70": 50, "80": 70}
     # 30 °C: 20 + 10*30/60 = 25; 62.5: 30 + 20*2.5/10 = 35; 66: 42; 71: 52; 79: 68; flat above 80.
-    assert ccc_fans.duty_for(curve, temperature, interpolate=True) == duty
+    assert ccc_fan_curve.duty_for(curve, temperature, interpolate=True) == duty
     # 61 °C: 32 exactly; 60.1 °C: 30.2 -> 31 (rounded up: never less air than the line)
-    assert ccc_fans.duty_for(curve, 60.1, interpolate=True) == 31
+    assert ccc_fan_curve.duty_for(curve, 60.1, interpolate=True) == 31
 
 
 @pytest.mark.parametrize("curve, message", [
@@ -234,20 +240,20 @@ def test_interpolated_curve_is_linear_between_points_and_rounds_up(temperature, 
     ([20, 30], "expected a mapping of temperature (°C) to duty (%)"),
 ])
 def test_curve_validation_names_the_problem(curve, message):
-    with pytest.raises(ccc_fans.CurveError) as caught:
-        ccc_fans.normalize_curve(curve)
+    with pytest.raises(ccc_fan_curve.CurveError) as caught:
+        ccc_fan_curve.normalize(curve, ccc_fan_config.DEFAULTS["min_duty"])
     assert message in str(caught.value)
     assert str(caught.value).startswith("invalid fan curve: ")
 
 
 def test_normalized_curve_is_sorted_and_numeric_and_min_duty_is_configurable():
-    assert list(ccc_fans.normalize_curve({"90": 50, "0": 20, "60.5": 30}).items()) == [(0, 20), (60.5, 30), (90, 50)]
-    assert ccc_fans.normalize_curve({0: 10, 50: 15}, min_duty=10) == {0: 10, 50: 15}
-    assert ccc_fans.controller_config({"curve": {0: 10}, "min_duty": 10})["curve"] == {0: 10}
+    assert list(ccc_fan_curve.normalize({"90": 50, "0": 20, "60.5": 30}).items()) == [(0, 20), (60.5, 30), (90, 50)]
+    assert ccc_fan_curve.normalize({0: 10, 50: 15}, min_duty=10) == {0: 10, 50: 15}
+    assert ccc_fan_config.controller_config({"curve": {0: 10}, "min_duty": 10})["curve"] == {0: 10}
 
 
 def test_configuration_defaults_follow_the_original_controller():
-    config = ccc_fans.controller_config({"enabled": True})  # the role's switch is ignored here
+    config = ccc_fan_config.controller_config({"enabled": True})  # the role's switch is ignored here
     assert config["curve"] == ROLE_CURVE  # ccc-ansible-behaviour.md §1.8 role default
     assert config["zones"] == [2, 3]
     assert (config["interval"], config["window"], config["tolerance"], config["decrease_delay"]) == (2, 5, 2, 120)
@@ -256,8 +262,8 @@ def test_configuration_defaults_follow_the_original_controller():
 
 
 def test_configuration_errors_are_all_named():
-    with pytest.raises(ccc_fans.ConfigError) as caught:
-        ccc_fans.controller_config({"zones": [2, 2, 300], "interval": 0, "window": 2.5, "interpolate": "yes",
+    with pytest.raises(ccc_fan_config.ConfigError) as caught:
+        ccc_fan_config.controller_config({"zones": [2, 2, 300], "interval": 0, "window": 2.5, "interpolate": "yes",
                                     "decrease_dealy": 60, "curve": {10: 30}, "state_file": "state.json"})
     message = str(caught.value)
     for part in ("unknown key 'decrease_dealy'", "zone 2 is listed twice", "zone 300 is not a zone number",
@@ -357,7 +363,7 @@ def test_a_vanished_gpu_drives_every_zone_to_full_speed_until_it_is_back(rig, ip
     fans.step()
     ipmitool.new_calls()
     lost = fans.nvml.remove_gpu(1)
-    with caplog.at_level(logging.ERROR, logger="ccc_fans"):
+    with caplog.at_level(logging.ERROR, logger="ccc_fan_control"):
         state = fans.step()
     assert ipmitool.new_calls() == ["raw 0x30 0x70 0x66 0x01 0x02 0x64", "raw 0x30 0x70 0x66 0x01 0x03 0x64"]
     assert state["failsafe"] is True and state["max_temperature_c"] is None
@@ -409,12 +415,12 @@ def test_the_services_nvml_reader_reinitialises_nvml_after_a_failure():
     nvml = FakeNvml(gpus=[{"temperature": 70}])
     nvml.init_error = pynvml.NVMLError_LibraryNotFound()
     reader = agent.NvmlTemperatures(nvml=nvml)
-    with pytest.raises(ccc_gpu.NvmlUnavailable, match="NVML library not found"):
+    with pytest.raises(ccc_nvml.NvmlUnavailable, match="NVML library not found"):
         reader()
     nvml.init_error = None
     assert reader() == {nvml.gpus[0]["uuid"]: 70}
     nvml.fail_with = pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
-    with pytest.raises(ccc_gpu.GpuReadError):
+    with pytest.raises(ccc_nvml.GpuReadError):
         reader()
     assert reader.nvml is None
     nvml.fail_with = None
@@ -429,7 +435,7 @@ def test_an_ipmitool_failure_is_retried_with_backoff_and_reported(rig, ipmitool,
     ipmitool.new_calls()
     ipmitool.fail(2)
     fans.temperatures(70)
-    with caplog.at_level(logging.WARNING, logger="ccc_fans"):
+    with caplog.at_level(logging.WARNING):  # ccc_ipmi (attempts) and ccc_fan_control (steps)
         state = fans.step()
     assert ipmitool.new_calls() == [zone(2, 40)] * 3 + [zone(3, 40)]
     assert fans.sleeps == [0.5, 1.0]
@@ -464,7 +470,7 @@ def test_persistent_ipmi_failure_stops_the_controller_after_restoring_what_it_ca
         return real_step()
 
     fans.controller.step = step
-    with pytest.raises(ccc_fans.IpmiUnavailable, match="IPMI failed in 3 steps in a row; giving up"):
+    with pytest.raises(ccc_ipmi.IpmiUnavailable, match="IPMI failed in 3 steps in a row; giving up"):
         fans.controller.run(threading.Event())
     assert len(calls) == 4  # one good step, then three failing ones
     log = ipmitool.calls()
@@ -486,7 +492,7 @@ def test_full_mode_option_sets_full_and_restores_the_saved_mode(ipmitool):
 
 def test_dry_run_never_calls_ipmitool(tmp_path, ipmitool, caplog):
     fans = Rig(tmp_path, window=1, dry_run=True)
-    with caplog.at_level(logging.INFO, logger="ccc_fans"):
+    with caplog.at_level(logging.INFO, logger="ccc_fan_control"):
         fans.controller.start()
         fans.step()
         fans.temperatures(95)
@@ -529,23 +535,6 @@ def write_config(tmp_path, **settings):
     return path
 
 
-def wait_for(predicate, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.01)
-    raise AssertionError("timed out waiting")
-
-
-def read_state(path):
-    try:
-        return json.loads(pathlib.Path(path).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 @pytest.fixture
 def root_log_level():
     level = logging.getLogger().level
@@ -581,13 +570,12 @@ def test_service_main_restores_the_saved_mode_when_stopped(tmp_path, ipmitool, r
     assert nvml.initialized == 0  # NVML released on exit
 
 
-FAKE_CCC_GPU = '''"""FAKE ccc_gpu for the service test (written by tests/agents/test_fans.py): the real
-_modules/ccc_gpu.py, except that load_nvml hands out a FakeNvml (tests/agents/fake_nvml.py) whose
+FAKE_CCC_NVML = '''"""FAKE ccc_nvml for the service test (written by tests/agents/test_fans.py): the real
+_utils/ccc_nvml.py, except that load_nvml hands out a FakeNvml (tests/agents/fake_nvml.py) whose
 temperatures are re-read from the JSON file $FAKE_GPU_TEMPERATURES ({{uuid: °C}}) on every reading."""
-import importlib.util, json, os, sys
-sys.path.insert(0, {tests!r})
+import importlib.util, json, os
 from fake_nvml import FakeNvml
-_spec = importlib.util.spec_from_file_location("real_ccc_gpu", {real!r})
+_spec = importlib.util.spec_from_file_location("real_ccc_nvml", {real!r})
 real = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(real)
 GpuReadError, NvmlUnavailable, shutdown_nvml = real.GpuReadError, real.NvmlUnavailable, real.shutdown_nvml
@@ -611,15 +599,15 @@ def read_temperatures(nvml):
 
 @pytest.fixture
 def service(tmp_path, ipmitool):
-    """Start agents/ccc_fan_controller.py as a subprocess with the fake ccc_gpu and ipmitool."""
+    """Start agents/ccc_fan_controller.py as a subprocess with the fake ccc_nvml and ipmitool."""
     lib = tmp_path / "lib"
     lib.mkdir()
-    (lib / "ccc_fans.py").symlink_to(REPO / "_modules" / "ccc_fans.py")
-    (lib / "ccc_gpu.py").write_text(FAKE_CCC_GPU.format(tests=str(HERE), real=str(REPO / "_modules" / "ccc_gpu.py")))
+    (lib / "ccc_nvml.py").write_text(FAKE_CCC_NVML.format(real=str(REPO / "_utils" / "ccc_nvml.py")))
     temperatures = tmp_path / "temperatures.json"
     temperatures.write_text(json.dumps({"GPU-fake-0000-a": 72, "GPU-fake-0000-b": 55}))
-    env = dict(os.environ, CCC_AGENT_LIB=str(lib), FAKE_GPU_TEMPERATURES=str(temperatures))
-    env.pop("PYTHONPATH", None)
+    # The fake first, then the real library as the unit installs it, then fake_nvml's folder.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(lib), str(REPO / "_utils"), str(HERE)]),
+               FAKE_GPU_TEMPERATURES=str(temperatures))
     procs = []
 
     def start(**settings):
@@ -673,7 +661,7 @@ def test_unit_file_runs_the_service_as_the_role_installs_it():
     unit = (REPO / "agents" / "systemd" / "ccc-fan-controller.service").read_text()
     lines = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in unit.splitlines() if "=" in line and not line.startswith("#")}
     assert lines["ExecStart"] == "/opt/ccc-agents/bin/ccc_fan_controller.py --config /etc/ccc/fan-controller.yaml"
-    assert "Environment=CCC_AGENT_LIB=/opt/ccc-agents/lib" in unit
+    assert "Environment=PYTHONPATH=/opt/ccc-agents/lib" in unit
     assert "nvidia-persistenced.service" in lines["After"]
     assert lines["Restart"] == "on-failure" and lines["RuntimeDirectory"] == "ccc-fan-controller"
     assert "StartLimitIntervalSec" in lines and "StartLimitBurst" in lines
@@ -717,6 +705,42 @@ def test_status_reports_the_state_file(pillar, tmp_path):
     assert result["stale"] is True and "not updated for 600 s" in result["problem"]
 
 
+def test_salt_checks_curves_configs_and_files_as_the_agent_would(pillar, tmp_path):
+    from salt.exceptions import CommandExecutionError
+
+    pillar({"min_duty": 30, "curve": {0: 30, 50: 40}})
+    assert ccc_fans.normalize_curve({"0": 30, "50": 40}) == {0: 30, 50: 40}
+    with pytest.raises(CommandExecutionError, match="duty 25 % at 0 °C is below the minimum duty 30 %"):
+        ccc_fans.normalize_curve({"0": 25})  # the node's own min_duty
+    assert ccc_fans.normalize_curve({"0": 25}, min_duty=20) == {0: 25}
+    assert ccc_fans.controller_config({"zones": 1})["zones"] == [1]
+    with pytest.raises(CommandExecutionError, match="unknown key 'zone'"):
+        ccc_fans.controller_config({"zone": 1})
+    with pytest.raises(CommandExecutionError, match="-300 °C is below the curve's lowest point 0 °C"):
+        ccc_fans.duty_for(-300)
+    with pytest.raises(CommandExecutionError, match="temperature 'hot' is not a number"):
+        ccc_fans.duty_for("hot")
+    config_file = tmp_path / "fan-controller.yaml"
+    with pytest.raises(CommandExecutionError, match="No such file"):
+        ccc_fans.load_config_file(str(config_file))
+    config_file.write_text("zones: [1, 1]\n")
+    with pytest.raises(CommandExecutionError, match="zone 1 is listed twice"):
+        ccc_fans.load_config_file(str(config_file))
+    config_file.write_text("zones: [1\n")
+    with pytest.raises(CommandExecutionError, match="not YAML"):
+        ccc_fans.load_config_file(str(config_file))
+
+
+def test_status_with_an_invalid_pillar_or_a_corrupt_state_file_still_answers(pillar, tmp_path):
+    state_file = tmp_path / "state.json"
+    state_file.write_text("{half a file")
+    pillar({"zones": "two"})  # unusable: status falls back to the defaults, and says what it reads
+    result = ccc_fans.status(str(state_file))
+    assert result["state_file"] == str(state_file) and result["stale"] is True
+    assert result["problem"].startswith(f"unreadable state file: {state_file} is not JSON")
+    assert ccc_fans.status()["state_file"] == ccc_fan_config.DEFAULTS["state_file"]
+
+
 def test_config_template_renders_with_salt_and_loads_in_the_service(tmp_path):
     """Real masterless salt-call: the template and the wrappers against (masked) pillar."""
     from support.site import SaltNode
@@ -730,8 +754,8 @@ def test_config_template_renders_with_salt_and_loads_in_the_service(tmp_path):
     assert rendered.startswith("# Managed by Salt")
     config_file = tmp_path / "fan-controller.yaml"
     config_file.write_text(rendered)
-    loaded = ccc_fans.load_config_file(config_file)
-    assert loaded == ccc_fans.controller_config(fans)
+    loaded = ccc_fan_config.load_file(config_file)  # as the service reads it
+    assert loaded == ccc_fan_config.controller_config(fans)
     assert loaded["curve"] == {0: 20, 62.5: 35, 80: 60} and loaded["zones"] == [1]
     duty, code = node.salt_call("ccc_fans.duty_for", "71.25")
     assert code == 0 and duty == 48  # 35 + 25 * 8.75 / 17.5 = 47.5, rounded up

@@ -1,4 +1,5 @@
-"""ccc_gpu: GPU readers against a fake NVML, PID -> container -> user on real and crafted cgroup files.
+"""GPU reading (``_utils/ccc_nvml.py``), PID -> container -> user (``_utils/ccc_process_owners.py``)
+and the ``ccc_gpu`` execution module: against a fake NVML, on real and crafted cgroup files.
 
 NVML is replaced by ``fake_nvml.FakeNvml``, a FAKE of the pynvml module at the narrowest hardware
 boundary (see its docstring): everything above the pynvml calls is the real code. The container
@@ -14,7 +15,10 @@ import subprocess
 import sys
 import uuid as uuidlib
 
+import ccc_exporter_config
 import ccc_gpu
+import ccc_nvml
+import ccc_process_owners
 import pynvml
 import pytest
 from fake_nvml import FakeNvml, fake_uuid
@@ -26,7 +30,7 @@ HEX_C = "fedcba9876543210" * 4
 
 
 def started(nvml):
-    ccc_gpu.load_nvml(nvml)
+    ccc_nvml.load_nvml(nvml)
     return nvml
 
 
@@ -41,7 +45,7 @@ def test_read_gpus_reads_every_field_with_pynvml_types():
          "name": "NVIDIA RTX A5000", "minor_number": 3, "pci_bus_id": "00000000:3D:00.0"},
         {},
     ]))
-    gpus = ccc_gpu.read_gpus(nvml)
+    gpus = ccc_nvml.read_gpus(nvml)
     assert [gpu["index"] for gpu in gpus] == [0, 1]
     assert gpus[0] == {
         "index": 0, "minor_number": 3, "uuid": fake_uuid(0), "name": "NVIDIA RTX A5000", "temperature_c": 51,
@@ -54,7 +58,7 @@ def test_read_gpus_reads_every_field_with_pynvml_types():
 
 def test_unsupported_fan_and_power_are_none_not_errors():
     nvml = started(FakeNvml(gpus=[{"fan": None, "power_mw": None, "power_limit_mw": None}, {}]))
-    gpus = ccc_gpu.read_gpus(nvml)
+    gpus = ccc_nvml.read_gpus(nvml)
     assert gpus[0]["fan_percent"] is None and gpus[0]["power_watts"] is None
     assert gpus[0]["power_limit_watts"] is None
     assert gpus[0]["error"] is None and gpus[0]["temperature_c"] == 40
@@ -64,7 +68,7 @@ def test_unsupported_fan_and_power_are_none_not_errors():
 def test_a_failing_optional_field_is_reported_and_the_rest_is_read():
     nvml = started(FakeNvml(count=2))
     nvml.gpus[1]["fail"]["nvmlDeviceGetFanSpeed"] = pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
-    gpus = ccc_gpu.read_gpus(nvml)
+    gpus = ccc_nvml.read_gpus(nvml)
     assert gpus[1]["fan_percent"] is None
     assert gpus[1]["error"] == "fan speed: Timeout"
     assert gpus[1]["temperature_c"] == 40 and gpus[1]["pci_bus_id"]
@@ -74,14 +78,14 @@ def test_a_failing_optional_field_is_reported_and_the_rest_is_read():
 def test_a_lost_gpu_keeps_its_record_with_an_error_and_hides_no_other():
     nvml = started(FakeNvml(count=3))
     nvml.lose_gpu(1)
-    gpus = ccc_gpu.read_gpus(nvml)
+    gpus = ccc_nvml.read_gpus(nvml)
     assert len(gpus) == 3
     assert gpus[1]["error"] == "handle: GPU is lost" and gpus[1]["temperature_c"] is None
     assert [gpus[0]["error"], gpus[2]["error"]] == [None, None]
     # Lost after the handle was taken: stops at the first failing call, says which.
     nvml = started(FakeNvml(count=1))
     nvml.gpus[0]["fail"]["nvmlDeviceGetTemperature"] = pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
-    gpu = ccc_gpu.read_gpus(nvml)[0]
+    gpu = ccc_nvml.read_gpus(nvml)[0]
     assert gpu["error"] == "temperature: GPU is lost"
     assert gpu["uuid"] == fake_uuid(0) and gpu["memory_total_bytes"] is None
 
@@ -94,20 +98,20 @@ def test_a_lost_gpu_keeps_its_record_with_an_error_and_hides_no_other():
 def test_nvml_failing_as_a_whole_raises(error):
     nvml = started(FakeNvml(count=2))
     nvml.fail_with = error
-    with pytest.raises(ccc_gpu.GpuReadError, match="NVML cannot count GPUs"):
-        ccc_gpu.read_gpus(nvml)
+    with pytest.raises(ccc_nvml.GpuReadError, match="NVML cannot count GPUs"):
+        ccc_nvml.read_gpus(nvml)
 
 
 def test_a_driver_gone_midway_raises_instead_of_a_partial_list():
     nvml = started(FakeNvml(count=2))
     nvml.gpus[1]["fail"]["nvmlDeviceGetMemoryInfo"] = pynvml.NVMLError_DriverNotLoaded()
-    with pytest.raises(ccc_gpu.GpuReadError, match="GPU 1: memory: Driver Not Loaded"):
-        ccc_gpu.read_gpus(nvml)
+    with pytest.raises(ccc_nvml.GpuReadError, match="GPU 1: memory: Driver Not Loaded"):
+        ccc_nvml.read_gpus(nvml)
 
 
 def test_uninitialised_nvml_is_an_error():
-    with pytest.raises(ccc_gpu.GpuReadError, match="Uninitialized"):
-        ccc_gpu.read_gpus(FakeNvml(count=1))
+    with pytest.raises(ccc_nvml.GpuReadError, match="Uninitialized"):
+        ccc_nvml.read_gpus(FakeNvml(count=1))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,14 +120,14 @@ def test_uninitialised_nvml_is_an_error():
 
 def test_read_temperatures_maps_uuid_to_celsius():
     nvml = started(FakeNvml(gpus=[{"temperature": 35}, {"temperature": 81}]))
-    assert ccc_gpu.read_temperatures(nvml) == {fake_uuid(0): 35, fake_uuid(1): 81}
+    assert ccc_nvml.read_temperatures(nvml) == {fake_uuid(0): 35, fake_uuid(1): 81}
     nvml.set_temperature(fake_uuid(0), 66)
-    assert ccc_gpu.read_temperatures(nvml)[fake_uuid(0)] == 66
+    assert ccc_nvml.read_temperatures(nvml)[fake_uuid(0)] == 66
 
 
 def test_read_temperatures_without_gpus_raises():
-    with pytest.raises(ccc_gpu.GpuReadError, match="no GPU"):
-        ccc_gpu.read_temperatures(started(FakeNvml(count=0)))
+    with pytest.raises(ccc_nvml.GpuReadError, match="no GPU"):
+        ccc_nvml.read_temperatures(started(FakeNvml(count=0)))
 
 
 @pytest.mark.parametrize("break_it", ["lost", "unsupported", "timeout", "fail_with", "removed_handle"])
@@ -139,14 +143,14 @@ def test_read_temperatures_never_answers_partially(break_it):
         nvml.fail_with = pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
     elif break_it == "removed_handle":
         nvml.gpus[2]["fail"]["nvmlDeviceGetHandleByIndex"] = pynvml.NVMLError_InvalidArgument()
-    with pytest.raises(ccc_gpu.GpuReadError):
-        ccc_gpu.read_temperatures(nvml)
+    with pytest.raises(ccc_nvml.GpuReadError):
+        ccc_nvml.read_temperatures(nvml)
 
 
 def test_a_removed_gpu_drops_out_of_the_temperatures():
     nvml = started(FakeNvml(count=3))
     nvml.remove_gpu(fake_uuid(1))
-    assert sorted(ccc_gpu.read_temperatures(nvml)) == [fake_uuid(0), fake_uuid(2)]
+    assert sorted(ccc_nvml.read_temperatures(nvml)) == [fake_uuid(0), fake_uuid(2)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +164,7 @@ def test_read_processes_merges_compute_and_graphics():
     nvml.add_process(0, 1234, 1 << 30, graphics=True)   # the same context listed twice
     nvml.add_process(1, 999, None)                       # memory unknown to NVML
     nvml.add_process(1, 77, 5 << 20, graphics=True)
-    assert ccc_gpu.read_processes(nvml) == [
+    assert ccc_nvml.read_processes(nvml) == [
         {"gpu_uuid": fake_uuid(0), "gpu_index": 0, "pid": 1234, "used_memory_bytes": 1 << 30},
         {"gpu_uuid": fake_uuid(0), "gpu_index": 0, "pid": 4321, "used_memory_bytes": 2 << 30},
         {"gpu_uuid": fake_uuid(1), "gpu_index": 1, "pid": 77, "used_memory_bytes": 5 << 20},
@@ -170,7 +174,7 @@ def test_read_processes_merges_compute_and_graphics():
 
 def test_graphics_processes_not_supported_is_fine():
     nvml = started(FakeNvml(gpus=[{"graphics_processes": None, "processes": [{"pid": 5, "used_memory": 10}]}]))
-    assert [p["pid"] for p in ccc_gpu.read_processes(nvml)] == [5]
+    assert [p["pid"] for p in ccc_nvml.read_processes(nvml)] == [5]
 
 
 def test_read_processes_of_a_lost_gpu_raise_or_are_collected_as_errors():
@@ -178,10 +182,10 @@ def test_read_processes_of_a_lost_gpu_raise_or_are_collected_as_errors():
     nvml.add_process(0, 10, 1)
     nvml.add_process(1, 11, 1)
     nvml.lose_gpu(0)
-    with pytest.raises(ccc_gpu.GpuReadError, match="GPU 0: processes unreadable: GPU is lost"):
-        ccc_gpu.read_processes(nvml)
+    with pytest.raises(ccc_nvml.GpuReadError, match="GPU 0: processes unreadable: GPU is lost"):
+        ccc_nvml.read_processes(nvml)
     errors = []
-    assert [p["pid"] for p in ccc_gpu.read_processes(nvml, errors)] == [11]
+    assert [p["pid"] for p in ccc_nvml.read_processes(nvml, errors)] == [11]
     assert errors == ["GPU 0: processes unreadable: GPU is lost"]
 
 
@@ -198,15 +202,15 @@ def test_read_processes_of_a_lost_gpu_raise_or_are_collected_as_errors():
 def test_load_nvml_init_failures_are_clear(error, message):
     nvml = FakeNvml(count=1)
     nvml.init_error = error
-    with pytest.raises(ccc_gpu.NvmlUnavailable, match=message):
-        ccc_gpu.load_nvml(nvml)
-    assert issubclass(ccc_gpu.NvmlUnavailable, ccc_gpu.GpuReadError)
+    with pytest.raises(ccc_nvml.NvmlUnavailable, match=message):
+        ccc_nvml.load_nvml(nvml)
+    assert issubclass(ccc_nvml.NvmlUnavailable, ccc_nvml.GpuReadError)
 
 
 def test_load_nvml_without_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)
-    with pytest.raises(ccc_gpu.NvmlUnavailable, match="nvidia-ml-py"):
-        ccc_gpu.load_nvml()
+    with pytest.raises(ccc_nvml.NvmlUnavailable, match="nvidia-ml-py"):
+        ccc_nvml.load_nvml()
 
 
 def _host_has_nvml():
@@ -215,8 +219,8 @@ def _host_has_nvml():
 
 @pytest.mark.skipif(_host_has_nvml(), reason="this host has libnvidia-ml")
 def test_load_nvml_on_this_gpu_less_host_says_the_driver_is_missing():
-    with pytest.raises(ccc_gpu.NvmlUnavailable, match=r"NVML library not found: is the NVIDIA driver installed\?"):
-        ccc_gpu.load_nvml()
+    with pytest.raises(ccc_nvml.NvmlUnavailable, match=r"NVML library not found: is the NVIDIA driver installed\?"):
+        ccc_nvml.load_nvml()
 
 
 @pytest.mark.skipif(_host_has_nvml(), reason="this host has libnvidia-ml")
@@ -233,7 +237,7 @@ def test_salt_call_devices_reports_missing_nvml(tmp_path):
     assert "salt-call ccc_gpu.processes" in doc["ccc_gpu.processes"]
 
 
-_REAL_LOAD = ccc_gpu.load_nvml
+_REAL_LOAD = ccc_nvml.load_nvml
 
 
 def _load(nvml):
@@ -243,7 +247,7 @@ def _load(nvml):
 def test_salt_wrappers_turn_missing_nvml_into_a_command_error(monkeypatch):
     broken = FakeNvml(count=1)
     broken.init_error = pynvml.NVMLError_LibraryNotFound()
-    monkeypatch.setattr(ccc_gpu, "load_nvml", lambda: _load(broken))
+    monkeypatch.setattr(ccc_nvml, "load_nvml", lambda: _load(broken))
     for wrapper in (ccc_gpu.devices, ccc_gpu.processes):
         # Salt's CommandExecutionError when Salt is loaded (in salt-minion), else the module's own.
         with pytest.raises(Exception, match="NVML library not found") as caught:
@@ -253,7 +257,7 @@ def test_salt_wrappers_turn_missing_nvml_into_a_command_error(monkeypatch):
 
 def test_devices_wrapper_reads_and_releases_nvml(monkeypatch):
     nvml = FakeNvml(count=2)
-    monkeypatch.setattr(ccc_gpu, "load_nvml", lambda: _load(nvml))
+    monkeypatch.setattr(ccc_nvml, "load_nvml", lambda: _load(nvml))
     assert [gpu["uuid"] for gpu in ccc_gpu.devices()] == [fake_uuid(0), fake_uuid(1)]
     assert nvml.initialized == 0, "devices() must shut NVML down again"
 
@@ -262,17 +266,17 @@ def test_processes_wrapper_uses_the_pillar_docker_url(monkeypatch, tmp_path):
     nvml = FakeNvml(count=1)
     nvml.add_process(0, 4242, 1 << 20)
     write_cgroup(tmp_path, 4242, f"0::/system.slice/docker-{HEX_B}.scope\n")
-    monkeypatch.setattr(ccc_gpu, "load_nvml", lambda: _load(nvml))
+    monkeypatch.setattr(ccc_nvml, "load_nvml", lambda: _load(nvml))
     asked = []
 
     def fake_client(url):
         asked.append(url)
         return FakeDockerClient([{"Id": HEX_B, "Names": ["/ana-main"], "Labels": {"ccc.stack": "ana-main"}}])
 
-    monkeypatch.setattr(ccc_gpu, "docker_client", fake_client)
+    monkeypatch.setattr(ccc_process_owners, "docker_client", fake_client)
     monkeypatch.setattr(ccc_gpu, "__pillar__", {"ccc": {"node": {"docker_url": "unix:///srv/d.sock"}}}, raising=False)
-    real_attribute = ccc_gpu.attribute
-    monkeypatch.setattr(ccc_gpu, "attribute", lambda p, c: real_attribute(p, c, proc_root=str(tmp_path)))
+    real_attribute = ccc_process_owners.attribute
+    monkeypatch.setattr(ccc_process_owners, "attribute", lambda p, c: real_attribute(p, c, proc_root=str(tmp_path)))
     result = ccc_gpu.processes()
     assert asked == ["unix:///srv/d.sock"]
     assert result[0]["container"] == "ana-main" and result[0]["stack"] == "ana-main"
@@ -335,14 +339,14 @@ def write_cgroup(proc_root, pid, text):
 ])
 def test_container_of_pid_on_crafted_cgroup_files(tmp_path, text, expected):
     write_cgroup(tmp_path, 4242, text)
-    assert ccc_gpu.container_of_pid(4242, proc_root=str(tmp_path)) == expected
+    assert ccc_process_owners.container_of_pid(4242, proc_root=str(tmp_path)) == expected
 
 
 def test_container_of_a_vanished_or_bogus_pid_is_none(tmp_path):
-    assert ccc_gpu.container_of_pid(4242, proc_root=str(tmp_path)) is None
-    assert ccc_gpu.container_of_pid("x", proc_root=str(tmp_path)) is None
-    assert ccc_gpu.container_of_pid(0) is None
-    assert ccc_gpu.container_of_pid(-1) is None
+    assert ccc_process_owners.container_of_pid(4242, proc_root=str(tmp_path)) is None
+    assert ccc_process_owners.container_of_pid("x", proc_root=str(tmp_path)) is None
+    assert ccc_process_owners.container_of_pid(0) is None
+    assert ccc_process_owners.container_of_pid(-1) is None
 
 
 def test_attribute_adds_container_stack_and_user(tmp_path):
@@ -350,7 +354,7 @@ def test_attribute_adds_container_stack_and_user(tmp_path):
     write_cgroup(tmp_path, 2, f"0::/docker/{HEX_C}\n")        # a container Docker does not list
     write_cgroup(tmp_path, 3, "0::/user.slice/user-0.slice\n")
     write_cgroup(tmp_path, 5, f"0::/docker/{HEX_B}/docker/{HEX_A}\n")  # nested: inner one is known
-    containers = ccc_gpu.docker_containers(FakeDockerClient([
+    containers = ccc_process_owners.docker_containers(FakeDockerClient([
         {"Id": HEX_A, "Names": ["/ana-main"], "Labels": {
             "ccc.stack": "ana-main", "ccc-user.email": "ana@example.org", "ccc-user.name": "ana",
             "frp.22.http.password": "s3cret"}},
@@ -358,7 +362,7 @@ def test_attribute_adds_container_stack_and_user(tmp_path):
     ]))
     assert containers[HEX_B] == {"name": HEX_B[:12], "labels": {}}
     processes = [{"pid": pid, "gpu_uuid": "GPU-1", "gpu_index": 0, "used_memory_bytes": 1} for pid in (1, 2, 3, 4, 5)]
-    got = ccc_gpu.attribute(processes, containers, proc_root=str(tmp_path))
+    got = ccc_process_owners.attribute(processes, containers, proc_root=str(tmp_path))
     summary = [(p["pid"], p["container_id"], p["container"], p["stack"], p["user_email"], p["user_name"]) for p in got]
     assert summary == [
         (1, HEX_A, "ana-main", "ana-main", "ana@example.org", "ana"),
@@ -419,14 +423,14 @@ def test_real_container_pid_resolves_to_its_user(labelled_container):
         exec_pid = client.api.exec_inspect(exec_id)["Pid"]
         if exec_pid:
             break
-    assert exec_pid and ccc_gpu.container_of_pid(exec_pid) == container.id
+    assert exec_pid and ccc_process_owners.container_of_pid(exec_pid) == container.id
 
-    containers = ccc_gpu.docker_containers(client)
+    containers = ccc_process_owners.docker_containers(client)
     assert containers[container.id]["name"] == container.name
     processes = [{"gpu_uuid": fake_uuid(0), "gpu_index": 0, "pid": pid, "used_memory_bytes": 1 << 30},
                  {"gpu_uuid": fake_uuid(0), "gpu_index": 0, "pid": exec_pid, "used_memory_bytes": 2 << 30},
                  {"gpu_uuid": fake_uuid(1), "gpu_index": 1, "pid": os.getpid(), "used_memory_bytes": 3 << 30}]
-    got = ccc_gpu.attribute(processes, containers)
+    got = ccc_process_owners.attribute(processes, containers)
     for entry in got[:2]:
         assert (entry["container_id"], entry["container"], entry["stack"], entry["user_email"], entry["user_name"]) == (
             container.id, container.name, "ana-main", "ana.novak@example.org", "ana")
@@ -442,10 +446,10 @@ def test_pid_of_a_removed_container_resolves_to_nothing(agents_dockerd):
                                           name="ccc-agents-gone-" + uuidlib.uuid4().hex[:8])
         container.reload()
         pid = container.attrs["State"]["Pid"]
-        assert ccc_gpu.container_of_pid(pid) == container.id
+        assert ccc_process_owners.container_of_pid(pid) == container.id
         container.remove(force=True)
-        assert ccc_gpu.container_of_pid(pid) is None
-        assert container.id not in ccc_gpu.docker_containers(client)
+        assert ccc_process_owners.container_of_pid(pid) is None
+        assert container.id not in ccc_process_owners.docker_containers(client)
     finally:
         for leftover in client.containers.list(all=True, filters={"name": "ccc-agents-gone-"}):
             leftover.remove(force=True)
@@ -468,9 +472,9 @@ def test_exporter_attributes_gpu_memory_of_a_real_container(labelled_container, 
     nvml = FakeNvml(count=2)
     nvml.add_process(1, pid, 7 << 30)
     # user_labels: the opt-in that adds the e-mail, read here from the real container's label.
-    config = exporter.check_config(dict(exporter.DEFAULTS, docker_url=daemon.url, fan_state_file=None,
-                                        user_labels=True))
-    registry, _collector = exporter.build(config, nvml_loader=lambda: ccc_gpu.load_nvml(nvml))
+    config = ccc_exporter_config.check(dict(ccc_exporter_config.DEFAULTS, docker_url=daemon.url, fan_state_file=None,
+                                            user_labels=True))
+    registry, _collector = exporter.build(config, nvml_loader=lambda: ccc_nvml.load_nvml(nvml))
     server = exporter.serve(registry, "127.0.0.1", 0)
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=10) as response:

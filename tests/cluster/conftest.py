@@ -3,6 +3,7 @@ ccc-salt's own master config (scripts/master_config.py), and minions node1 and n
 driving its own private dockerd. All nodes share one storage tree standing in for NFS."""
 
 import pathlib
+import sys
 import time
 
 import pytest
@@ -14,8 +15,11 @@ from support import site
 from support.nodes import node_dockerd, remove_managed_containers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.append(str(REPO / "_beacons"))
+import _ccc_settings_watcher  # noqa: E402  (the settings beacon's defaults)
+
 NODES = ("node1", "node2")
-QUIET_PERIOD = 1
+QUIET_PERIOD = _ccc_settings_watcher.DEFAULTS["quiet_period"]  # the product's
 POLL_INTERVAL = 5
 # The master's redeploy limits (ccc_redeploy): tight enough that a short test reaches the rate limit.
 REDEPLOY_LIMITS = {"max_applies": 3, "window": 15, "job_timeout": 60}
@@ -45,18 +49,33 @@ def dockerds():
 
 
 @pytest.fixture(scope="package")
-def overrides_root(tmp_path_factory, dockerds, cluster_storage):
-    """Per-node pillar: the test dockerd, the shared storage, per-node networks, fast beacon."""
+def beacon_settings():
+    """``ccc:cluster:beacon`` of the test site: the stat poll every POLL_INTERVAL s, the product's
+    quiet period (a benchmark may return the product's settings: ``{}``)."""
+    return {"quiet_period": QUIET_PERIOD, "poll_interval": POLL_INTERVAL}
+
+
+@pytest.fixture(scope="package")
+def extra_site():
+    """``ccc`` pillar added to every node's (a benchmark adds containers and users; a list
+    replaces the site's, as Salt's pillar merge does)."""
+    return {}
+
+
+@pytest.fixture(scope="package")
+def overrides_root(tmp_path_factory, dockerds, cluster_storage, beacon_settings, extra_site):
+    """Per-node pillar: the test dockerd, the shared storage, per-node networks, the beacon."""
     root = tmp_path_factory.mktemp("pillar-overrides")
     for node, daemon in dockerds.items():
         base = yaml.safe_load((site.SAMPLE_SITE / "nodes" / f"{node}.sls").read_text())["ccc"]
         ccc = site.deep_merge(base, {
             "cluster": dict(site.storage_overrides(cluster_storage), networks=site.network_overrides(node),
-                            beacon={"quiet_period": QUIET_PERIOD, "poll_interval": POLL_INTERVAL}),
+                            beacon=beacon_settings),
             "node": {"docker_url": daemon.url, **site.node_local(cluster_storage, node)},
             # All simulated nodes share one kernel, so host bind mounts would be shared too.
             "user_types": {"researcher": {"allowed_private_data_mount_groups": []}},
         })
+        ccc = site.deep_merge(ccc, extra_site)
         path = root / "site" / "nodes" / f"{node}.sls"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump({"ccc": ccc}))

@@ -70,6 +70,27 @@ def test_an_allowed_edit_recreates_the_container_with_the_new_value(master, mini
     assert "recreated with the new settings" in report.read_text()
 
 
+def test_one_save_both_nodes_see_is_reported_at_once_and_applied_once(master, minions, dockerds, cluster_storage,
+                                                                      event_listener):
+    """Both nodes watch ana-main's file (it may run on either): each reports the save, with the same
+    version, when the quiet period ends (the beacon's dispatch thread, through the real minion);
+    the master applies it once."""
+    node1 = dockerds["node1"]
+    path = settings_dir(cluster_storage, "ana.novak@example.org") / "ana-main.yml"
+    time.sleep(SETTLE)  # events of an earlier test's edit are still on their way
+    started = time.time()
+    path.write_text("ana-main:\n  SHM_SIZE: 6g\n")
+    assert wait_for(lambda: shm_of(node1, "ana-main") == 6 * 1024**3)
+    time.sleep(SETTLE)  # the other node's report, and a job it would have caused
+    reports = event_listener.get_events([(master.id, "salt/beacon/*/ccc_settings/ana-main")], after_time=started)
+    assert sorted(event.tag.split("/")[2] for event in reports) == ["node1", "node2"]
+    assert len({event.data["version"] for event in reports}) == 1
+    delays = [event.stamp.timestamp() - started for event in reports]
+    assert all(delay < QUIET_PERIOD + 0.75 for delay in delays), delays  # not at the beacon's next call (1 s)
+    for node in ("node1", "node2"):
+        assert len(state_apply_returns(event_listener, master, node, started, stack="ana-main")) == 1
+
+
 def test_a_move_between_nodes_keeps_the_home(master, minions, dockerds, cluster_storage):
     node1, node2 = dockerds["node1"], dockerds["node2"]
     home = pathlib.Path(cluster_storage) / "shared" / "user_data" / "bor.kralj@example.org" / "bor-main"

@@ -1,5 +1,5 @@
 """Hostile and broken user settings files, applied to a real (private) dockerd through the
-``ccc_docker`` functions, without Salt (fast).
+engine modules Salt uses (``ccc_plan`` -> ``ccc_deploy``), without Salt (fast).
 
 One baseline is deployed per module: every node1 container of the sample site, with ana's valid
 ``~/.containers/ana-main.yml`` (SHM_SIZE 4g, INSTALL_PACKAGES). Each hostile case writes one bad
@@ -32,8 +32,10 @@ import yaml
 
 from support.site import node_ccc, unmount_below
 
-import ccc_pillar  # noqa: E402
-import ccc_docker  # noqa: E402
+import ccc_deploy
+import ccc_engine
+import ccc_pillar
+import ccc_plan
 
 pytestmark = pytest.mark.docker
 
@@ -61,20 +63,21 @@ def deadline(seconds, what):
 
 
 class Node:
-    """node1 of the sample site on the private dockerd, driven through ccc_docker without Salt."""
+    """node1 of the sample site on the private dockerd, driven through ccc_deploy without Salt."""
 
     def __init__(self, daemon, storage):
         self.storage = pathlib.Path(storage)
         self.ccc = node_ccc("node1", storage, daemon.url)
-        # The node's client: it carries ccc:node:state_dir, where the record of created containers is.
-        self.client = ccc_docker.docker_client(ccc_pillar.node_settings(self.ccc, "node1"))
+        # The node's clients (one per thread): they carry ccc:node:state_dir, where the record
+        # of created containers is.
+        self.clients = ccc_engine.Clients(ccc_pillar.node_settings(self.ccc, "node1"))
+        self.client = self.clients()
         self.cluster = ccc_pillar.cluster_settings(self.ccc)
-        self.facts = ccc_docker.node_facts(self.ccc, "node1", self.client, pull=False, fetch=False)
         self.stacks = ccc_pillar.select(self.ccc)["selected"]
         self.baseline = None
         self.settings_baseline = {}
         for name, definition in self.cluster["networks"].items():
-            ccc_docker.ensure_network(self.client, name, definition)
+            ccc_engine.ensure_network(self.client, name, definition)
 
     def paths(self, stack):
         record, _ = ccc_pillar.container_record(self.ccc, stack)
@@ -82,14 +85,11 @@ class Node:
                 if isinstance(value, str)}
 
     def deploy(self):
-        """Plan and apply every container of the site on node1; returns {stack: apply result}."""
-        results = {}
+        """Plan and apply every container of the site on node1 as a run does (inputs read once,
+        four containers at a time, no pull); returns {stack: apply result}."""
         with deadline(60, "deploying node1"):
-            for stack in self.stacks:
-                resolution = ccc_docker.plan_container(self.ccc, stack, self.facts)
-                results[stack] = ccc_docker.apply_resolution(self.client, self.cluster, resolution,
-                                                             node=ccc_pillar.node_settings(self.ccc, "node1"))
-        return results
+            inputs = ccc_plan.read_inputs(self.ccc, "node1", self.clients)
+            return ccc_deploy.deploy(inputs, self.stacks, self.clients, workers=4)
 
     def containers(self):
         """{stack: (id, spec hash, running)} of the managed containers."""
@@ -176,6 +176,15 @@ def tree(root, extra=()):
     for path in extra:
         found[str(path)] = fingerprint(path) if os.path.lexists(path) else None
     return found
+
+
+@pytest.fixture(autouse=True)
+def feedback_log(caplog, monkeypatch):
+    """ccc_feedback warns when it cannot write a report; keep that in caplog (checked by the
+    tests), not in Salt's deferred log handler, which would print it at exit."""
+    logger = logging.getLogger("ccc_feedback")
+    monkeypatch.setattr(logger, "propagate", False)
+    monkeypatch.setattr(logger, "handlers", [caplog.handler])
 
 
 @pytest.fixture(scope="module")
@@ -440,12 +449,7 @@ def test_other_users_reports_are_untouched_by_a_hostile_file(site):
 
 
 @pytest.mark.parametrize("planted", ["fifo", "directory", "symlink-to-outside-file", "symlink-to-other-report"])
-def test_planted_report_path_never_blocks_or_writes_elsewhere(site, tmp_path, planted, caplog, monkeypatch):
-    # ccc_docker logs a warning when it cannot write the report; keep it here (not in Salt's
-    # deferred log handler, which would print it at exit) and check it below.
-    logger = logging.getLogger("ccc_docker")
-    monkeypatch.setattr(logger, "propagate", False)
-    monkeypatch.setattr(logger, "handlers", [caplog.handler])
+def test_planted_report_path_never_blocks_or_writes_elsewhere(site, tmp_path, planted, caplog):
     paths = site.paths("ana-main")
     victim = tmp_path / "victim.txt"
     victim.write_text("do not touch\n")

@@ -50,6 +50,9 @@ def changed_states(results):
 def test_first_apply_deploys_the_node_contract_and_second_apply_changes_nothing(node1, storage):
     results, code = node1.apply()
     assert code == 0, json.dumps(results, indent=1)[-3000:]
+    # One state plans and applies them all; each container reports in its own state.
+    assert results["ccc-containers-deploy"]["result"] is True and results["ccc-containers-deploy"]["changes"] == {}
+    assert all("created" in results[f"ccc-container-{stack}"]["changes"] for stack in NODE1_STACKS)
     containers = managed(node1.client)
     assert set(containers) == NODE1_STACKS
     assert all(c.status == "running" for c in containers.values())
@@ -365,11 +368,20 @@ def test_plans_and_diffs_never_show_tokens_or_passwords(node1, storage):
     assert diff["labels"]["frp.6006.http.password"] == {"old": "***", "new": "***"}
     plan, _ = node1.salt_call("ccc_docker.plan", "ana-main")
     resolved, _ = node1.salt_call("ccc_containers.resolve", "ana-main")
+    raw, _ = node1.salt_call("ccc_containers.resolve", "ana-main", "raw=True")
     assert plan["spec"]["environment"]["HF_TOKEN"] == "***" and plan["record"]["EXTRA_ENVS"] == {"HF_TOKEN": "***"}
     assert plan["spec"]["environment"]["USER_NAME"] == "ana"
+    assert raw == plan  # the raw plan behind resolve is the module's plan, masked the same way
+    # For people: reads like the .deploy report, user folders by their own path, never a pin.
+    home = user_dir(storage, "ana.novak@example.org")
+    assert resolved.startswith("container: ana-main (user ana.novak@example.org)\nnode: node1\n")
+    assert "\nplacement: node1 (" in resolved and "\nimage: vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1\n" in resolved
+    assert f"\n  - {home / 'ana-main'} -> /home/ana\n" in resolved and "-> /opt/apps (ro)" in resolved
+    assert "6006: HTTP at subdomain node1-ana-tb" in resolved and "extra environment: HF_TOKEN (values hidden)" in resolved
+    assert "/binds/" not in resolved
     results, code = node1.apply()
     assert code == 0 and results["ccc-container-ana-main"]["changes"]["recreated"]
-    shown = json.dumps([results, preview, plan, resolved])
+    shown = json.dumps([results, preview, plan, resolved, raw])
     for secret in ("hf_first_token", "hf_second_token", "change-me", "new-secret-pw"):
         assert secret not in shown
     env = node1.client.api.inspect_container("ana-main")["Config"]["Env"]

@@ -6,7 +6,8 @@ salt-minion leaves it. Then the test process applies normally, as the next recon
 the stack must have exactly one container, named STACK_NAME, running, with the wanted spec hash,
 no ``.ccc-new``/``.ccc-old`` leftover, reported running by ``managed_containers``, and the
 user's home intact. A test-mode apply in between changes nothing and reports the settling.
-Driven through ``ccc_docker`` without Salt (see test_bad_settings.py), one stack: ana-main."""
+Driven through ``ccc_plan`` and ``ccc_apply`` without Salt (see test_bad_settings.py), one
+stack: ana-main."""
 
 import contextlib
 import json
@@ -21,8 +22,11 @@ import yaml
 
 from support.site import node_ccc
 
-import ccc_pillar  # noqa: E402
-import ccc_docker  # noqa: E402
+import ccc_apply
+import ccc_engine
+import ccc_node_record
+import ccc_pillar
+import ccc_plan
 
 pytestmark = pytest.mark.docker
 
@@ -51,11 +55,12 @@ CREATE_KILL_POINTS = {
 
 
 @pytest.fixture(autouse=True)
-def ccc_docker_log(caplog, monkeypatch):
-    """ccc_docker's log goes to caplog only, not to Salt's deferred handler (printed at exit)."""
-    logger = logging.getLogger("ccc_docker")
-    monkeypatch.setattr(logger, "propagate", False)
-    monkeypatch.setattr(logger, "handlers", [caplog.handler])
+def engine_logs(caplog, monkeypatch):
+    """The engine modules' logs go to caplog only, not to Salt's deferred handler (printed at exit)."""
+    for name in ("ccc_swap", "ccc_node_record", "ccc_apply"):
+        logger = logging.getLogger(name)
+        monkeypatch.setattr(logger, "propagate", False)
+        monkeypatch.setattr(logger, "handlers", [caplog.handler])
 
 
 class Node:
@@ -64,20 +69,22 @@ class Node:
     def __init__(self, daemon, storage):
         self.ccc = node_ccc("node1", storage, daemon.url)
         self.node = ccc_pillar.node_settings(self.ccc, "node1")
-        self.client = ccc_docker.docker_client(self.node)
+        self.client = ccc_engine.client(self.node)
         self.cluster = ccc_pillar.cluster_settings(self.ccc)
-        self.facts = ccc_docker.node_facts(self.ccc, "node1", self.client, pull=False, fetch=False)
         self.user_dir = pathlib.Path(storage) / "shared" / "user_data" / ANA
         for name, definition in self.cluster["networks"].items():
-            ccc_docker.ensure_network(self.client, name, definition)
+            ccc_engine.ensure_network(self.client, name, definition)
+
+    def plan(self, client):
+        return ccc_plan.plan(ccc_plan.read_inputs(self.ccc, "node1", lambda: client), STACK)
 
     def apply(self, client=None, test=False):
-        resolution = ccc_docker.plan_container(self.ccc, STACK, self.facts)
-        return ccc_docker.apply_resolution(client or self.client, self.cluster, resolution, test=test, node=self.node)
+        client = client or self.client
+        return ccc_apply.apply(client, self.cluster, self.node, self.plan(client), test=test)
 
     def wanted_hash(self):
-        spec = ccc_docker.plan_container(self.ccc, STACK, self.facts)["spec"]
-        return ccc_docker.pin_spec(self.node["binds_dir"], spec, create=False)["labels"]["ccc.spec-hash"]
+        spec = self.plan(self.client)["spec"]
+        return ccc_apply.pin_spec(self.node["binds_dir"], spec, create=False)[0]["labels"]["ccc.spec-hash"]
 
     def stack_containers(self):
         """{name: inspect data} of every container of the stack, recorded or not."""
@@ -88,14 +95,14 @@ class Node:
         return {name: attrs["State"]["Status"] for name, attrs in self.stack_containers().items()}
 
     def record(self):
-        path = pathlib.Path(self.node["state_dir"]) / ccc_docker.RECORD_FILE
+        path = pathlib.Path(self.node["state_dir"]) / ccc_node_record.RECORD_FILE
         return set(json.loads(path.read_text())["containers"])
 
     def apply_killed_at(self, method, nth, when):
         """Apply in a forked child that SIGKILLs itself at the ``nth`` call of ``method``; returns
         the child's exit code. The child has its own client: the parent's connections stay clean."""
         def child():
-            client = ccc_docker.docker_client(self.node)
+            client = ccc_engine.client(self.node)
             real, calls = getattr(client.api, method), []
 
             def killing(*args, **kwargs):
@@ -131,9 +138,9 @@ def assert_settled(node):
     attrs = containers[STACK]
     assert attrs["State"]["Running"], attrs["State"]
     assert attrs["Config"]["Labels"]["ccc.spec-hash"] == node.wanted_hash()
-    assert ccc_docker.is_managed(node.client, attrs)
-    assert not any(entry.startswith(ccc_docker.CREATING) for entry in node.record())
-    managed = ccc_docker.managed_containers(node.client)
+    assert ccc_node_record.is_managed(node.client, attrs)
+    assert not any(entry.startswith(ccc_node_record.CREATING) for entry in node.record())
+    managed = ccc_node_record.managed_containers(node.client)
     assert managed[STACK]["Id"] == attrs["Id"] and managed[STACK]["State"] == "running"
     assert (node.user_dir / STACK / "notes.txt").read_text() == NOTE
     seen = node.client.containers.get(STACK).exec_run(["cat", "/home/ana/notes.txt"])
@@ -146,7 +153,7 @@ def check_kill_and_settle(node, method, nth, when, left):
     assert node.apply_killed_at(method, nth, when) == -signal.SIGKILL, "the kill point was never reached"
     assert node.statuses() == left
     if method == "create_container":  # killed before the id was recorded: the name was
-        assert ccc_docker.CREATING + NEW in node.record()
+        assert ccc_node_record.CREATING + NEW in node.record()
     preview = node.apply(test=True)
     assert node.statuses() == left, "a test run changed Docker"
     result = node.apply()

@@ -9,14 +9,18 @@ import logging
 import os
 import pathlib
 import socket
+import sys
 import threading
 import time
 
 import pytest
 
-import ccc_pillar  # noqa: E402
+import ccc_containers
+import ccc_pillar
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+if str(REPO / "_beacons") not in sys.path:
+    sys.path.append(str(REPO / "_beacons"))  # the beacon's private helpers, as Salt provides them
 spec = importlib.util.spec_from_file_location("ccc_docker_beacon", REPO / "_beacons" / "ccc_docker.py")
 beacon_mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(beacon_mod)
@@ -324,17 +328,46 @@ def test_validate_refuses(config, message):
     assert message in comment
 
 
-def test_the_default_endpoint_is_the_deployments():
-    assert beacon_mod.DEFAULT_DOCKER_URL == ccc_pillar.NODE_DEFAULTS["docker_url"]
-
-
 @pytest.fixture
 def salt_dunders(monkeypatch):
+    """The beacon's loader dunders, with the real ``ccc_containers.settings`` on the same pillar
+    (the beacon reads ccc:node:docker_url through it, as on a minion)."""
+    pillar = {}
     monkeypatch.setattr(beacon_mod, "__context__", {}, raising=False)
     monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1"}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__pillar__", {}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__pillar__", pillar, raising=False)
+    monkeypatch.setattr(ccc_containers, "__pillar__", pillar, raising=False)
+    monkeypatch.setattr(ccc_containers, "__grains__", {"id": "node1"}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__salt__", {"ccc_containers.settings": ccc_containers.settings}, raising=False)
     yield beacon_mod
     beacon_mod.close([])
+
+
+def test_the_default_endpoint_is_the_deployments(salt_dunders):
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY].url == ccc_pillar.NODE_DEFAULTS["docker_url"]
+
+
+def test_the_endpoint_is_asked_for_at_most_every_recheck_interval(salt_dunders, monkeypatch):
+    calls = []
+    monkeypatch.setattr(beacon_mod, "SETTINGS_RECHECK", 30.0)
+    beacon_mod.__salt__["ccc_containers.settings"] = lambda: calls.append(1) or ccc_containers.settings()
+    for _ in range(5):
+        assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    assert len(calls) == 1
+    monkeypatch.setattr(beacon_mod, "__context__", {})  # a pillar refresh rebuilds the beacon loader
+    beacon_mod.beacon(PILLAR_CONFIG)
+    assert len(calls) == 2
+
+
+def test_without_the_execution_module_the_beacon_waits_and_says_so_once(salt_dunders, monkeypatch):
+    errors = []
+    monkeypatch.setattr(beacon_mod.log, "error", lambda msg, *args: errors.append(msg % args))
+    del beacon_mod.__salt__["ccc_containers.settings"]  # a minion before its first saltutil.sync_all
+    for _ in range(3):
+        assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    assert beacon_mod.CONTEXT_KEY not in beacon_mod.__context__
+    assert len(errors) == 1 and "ccc_containers.settings" in errors[0]
 
 
 def test_beacon_from_pillar_watches_the_nodes_docker_url_and_fires_a_tagged_event(tmp_path, salt_dunders):
@@ -356,7 +389,8 @@ def test_beacon_from_pillar_watches_the_nodes_docker_url_and_fires_a_tagged_even
     engine.kill()
 
 
-def test_beacon_defaults_to_the_standard_socket_and_follows_a_changed_url(tmp_path, salt_dunders):
+def test_beacon_defaults_to_the_standard_socket_and_follows_a_changed_url(tmp_path, salt_dunders, monkeypatch):
+    monkeypatch.setattr(beacon_mod, "SETTINGS_RECHECK", 0.0)  # a minion looks every 30 s, and at each refresh
     assert beacon_mod.beacon(PILLAR_CONFIG) == []
     assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY].url == "unix:///var/run/docker.sock"
     beacon_mod.__pillar__["ccc"] = {"node": {"docker_url": f"unix://{tmp_path}/other.sock"}}

@@ -1,6 +1,7 @@
-"""The guards of ``ccc_docker`` without Docker: what counts as a managed container (label AND the
-node's record), the orphan-removal guard, and the one redaction rule for everything displayed.
-A fake engine stands in for Docker: it only lists, inspects and removes containers."""
+"""The guards of the engine side without Docker: what counts as a managed container (label AND
+the node's record, ``ccc_node_record``), the orphan-removal guard (``ccc_orphans``), and the one
+redaction rule for everything displayed (``ccc_redact``). A fake engine stands in for Docker: it
+only lists, inspects and removes containers."""
 
 import importlib.util
 import json
@@ -13,9 +14,12 @@ import pytest
 
 from support.site import sample_ccc
 
-import ccc_pillar  # noqa: E402
-import ccc_resolver  # noqa: E402
-import ccc_docker  # noqa: E402
+import ccc_engine
+import ccc_node_record
+import ccc_orphans
+import ccc_pillar
+import ccc_redact
+import ccc_resolver
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 MANAGED_LABELS = {"ccc.managed-by": "ccc-salt"}
@@ -53,16 +57,16 @@ def container(number, stack, labels=MANAGED_LABELS):
 
 
 @pytest.fixture(autouse=True)
-def ccc_docker_log(caplog, monkeypatch):
-    """ccc_docker's log goes to caplog only, not to Salt's deferred handler (printed at exit)."""
-    logger = logging.getLogger("ccc_docker")
+def ccc_node_record_log(caplog, monkeypatch):
+    """ccc_node_record's log goes to caplog only, not to Salt's deferred handler (printed at exit)."""
+    logger = logging.getLogger("ccc_node_record")
     monkeypatch.setattr(logger, "propagate", False)
     monkeypatch.setattr(logger, "handlers", [caplog.handler])
     monkeypatch.setattr(logger, "level", logging.INFO)
 
 
 def record(state_dir):
-    return json.loads((state_dir / ccc_docker.RECORD_FILE).read_text())["containers"]
+    return json.loads((state_dir / ccc_node_record.RECORD_FILE).read_text())["containers"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,27 +76,27 @@ def record(state_dir):
 def test_the_first_run_adopts_the_labelled_containers_once_and_says_so(tmp_path, caplog):
     state_dir = tmp_path / "state"
     client = FakeClient([container(1, "ana-main"), container(2, "bor-main"), container(3, "mine", labels={})], state_dir)
-    assert set(ccc_docker.managed_containers(client)) == {"ana-main", "bor-main"}
+    assert set(ccc_node_record.managed_containers(client)) == {"ana-main", "bor-main"}
     assert "adopted the 2 labelled container(s) ['ana-main', 'bor-main']" in caplog.text
     assert record(state_dir) == [f"{1:064x}", f"{2:064x}"]
-    assert oct(os.stat(state_dir / ccc_docker.RECORD_FILE).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(state_dir / ccc_node_record.RECORD_FILE).st_mode & 0o777) == "0o600"
     assert oct(os.stat(state_dir).st_mode & 0o777) == "0o700"
 
     # Labelled later (an image's labels, or a user with Docker access): never managed.
     client.api.containers_by_id[f"{4:064x}"] = container(4, "ghost")
     caplog.clear()
-    assert set(ccc_docker.managed_containers(client)) == {"ana-main", "bor-main"}
+    assert set(ccc_node_record.managed_containers(client)) == {"ana-main", "bor-main"}
     assert "adopted" not in caplog.text
-    assert not ccc_docker.is_managed(client, client.api.inspect_container("ghost"))
-    assert ccc_docker.is_managed(client, client.api.inspect_container("ana-main"))
+    assert not ccc_node_record.is_managed(client, client.api.inspect_container("ghost"))
+    assert ccc_node_record.is_managed(client, client.api.inspect_container("ana-main"))
 
 
 def test_created_ids_are_recorded_and_removed_ones_dropped(tmp_path):
     state_dir = tmp_path / "state"
     client = FakeClient([container(1, "ana-main")], state_dir)
-    ccc_docker._record_change(client, add=[f"{9:064x}"])
+    ccc_node_record.change(client, add=[f"{9:064x}"])
     assert record(state_dir) == [f"{1:064x}", f"{9:064x}"]
-    ccc_docker._stop_and_remove(client, client.api.inspect_container("ana-main"))
+    ccc_engine.stop_and_remove(client, client.api.inspect_container("ana-main"))
     assert record(state_dir) == [f"{9:064x}"]
 
 
@@ -104,16 +108,16 @@ def test_created_ids_are_recorded_and_removed_ones_dropped(tmp_path):
 def test_an_untrustworthy_record_refuses_instead_of_guessing(tmp_path, spoil, problem):
     state_dir = tmp_path / "state"
     client = FakeClient([container(1, "ana-main")], state_dir)
-    ccc_docker.recorded_ids(client)
-    spoil(state_dir / ccc_docker.RECORD_FILE)
+    ccc_node_record.recorded_ids(client)
+    spoil(state_dir / ccc_node_record.RECORD_FILE)
     with pytest.raises(Exception, match=problem):
-        ccc_docker.managed_containers(client)
+        ccc_node_record.managed_containers(client)
 
 
 def test_a_client_without_a_state_dir_manages_nothing():
     client = FakeClient([container(1, "ana-main")], "")
     with pytest.raises(Exception, match="no node state dir"):
-        ccc_docker.is_managed(client, client.api.inspect_container("ana-main"))
+        ccc_node_record.is_managed(client, client.api.inspect_container("ana-main"))
 
 
 def test_the_node_state_dir_is_a_node_setting():
@@ -140,20 +144,20 @@ def test_the_node_state_dir_is_a_node_setting():
 ])
 def test_orphan_guard_rule(orphans, managed, share, force, errors, refused):
     names = [f"s{i}" for i in range(orphans)]
-    reason = ccc_docker.orphan_refusal(names, managed, share, force=force, pillar_errors=errors)
+    reason = ccc_orphans.refusal(names, managed, share, force=force, pillar_errors=errors)
     assert (reason is not None) == refused, reason
 
 
 def test_an_empty_container_list_removes_nothing_unless_forced(tmp_path):
     client = FakeClient([container(1, "ana-main"), container(2, "bor-main"), container(3, "ana-jupyter")],
                         tmp_path / "state")
-    preview = ccc_docker.remove_orphans_from(client, set(), test=True)
+    preview = ccc_orphans.remove(client, set(), test=True)
     assert preview["orphans"] == ["ana-jupyter", "ana-main", "bor-main"] and "3 of the 3" in preview["refused"]
-    outcome = ccc_docker.remove_orphans_from(client, set())
+    outcome = ccc_orphans.remove(client, set())
     assert outcome["refused"] and client.api.removed == []
-    outcome = ccc_docker.remove_orphans_from(client, set(), pillar_errors=["site: render error"], force=True)
+    outcome = ccc_orphans.remove(client, set(), pillar_errors=["site: render error"], force=True)
     assert "render errors" in outcome["refused"] and client.api.removed == []
-    outcome = ccc_docker.remove_orphans_from(client, set(), force=True)
+    outcome = ccc_orphans.remove(client, set(), force=True)
     assert outcome["refused"] is None and sorted(client.api.removed) == ["ana-jupyter", "ana-main", "bor-main"]
     assert record(tmp_path / "state") == []
 
@@ -199,7 +203,7 @@ def test_a_plan_shows_no_token_and_no_password():
     resolution = secret_resolution()
     raw = json.dumps(resolution)
     assert TOKEN in raw and PASSWORD in raw and USER_PASSWORD in raw  # what would leak
-    shown = ccc_docker.redact(resolution)
+    shown = ccc_redact.redact(resolution)
     text = json.dumps(shown)
     assert TOKEN not in text and PASSWORD not in text and USER_PASSWORD not in text
     assert shown["spec"]["environment"]["HF_TOKEN"] == "***"
@@ -207,7 +211,7 @@ def test_a_plan_shows_no_token_and_no_password():
     assert shown["spec"]["labels"]["frp.6006.http.password"] == "***"
     assert shown["spec"]["environment"]["USER_NAME"] == "ana"      # the contract stays readable
     assert shown["spec"]["labels"]["frp.6006.http.username"] == "ana"
-    assert ccc_docker.redact(shown) == shown
+    assert ccc_redact.redact(shown) == shown
 
 
 def test_every_contract_variable_stays_readable():
@@ -221,7 +225,7 @@ def test_every_contract_variable_stays_readable():
         image_lookup=lambda ref, credentials: ({"id": "sha256:1", "labels": {}}, None),
         github_keys=lambda login: ([], None))
     spec = ccc_resolver.resolve_container(ccc, "ana-main", facts)["spec"]
-    assert set(spec["environment"]) <= ccc_docker.SHOWN_ENV
+    assert set(spec["environment"]) <= ccc_redact.SHOWN_ENV
 
 
 def test_a_test_run_diff_shows_that_a_secret_changed_but_not_its_value():
@@ -230,7 +234,7 @@ def test_a_test_run_diff_shows_that_a_secret_changed_but_not_its_value():
     old["environment"]["HF_TOKEN"] = "hf_OldT0ken"
     old["labels"]["frp.6006.http.password"] = "old-pw"
     del old["environment"]["INSTALL_PACKAGES"]
-    diff = ccc_docker.spec_diff(old, new)
+    diff = ccc_engine.spec_diff(old, new)
     text = json.dumps(diff)
     assert TOKEN not in text and "hf_OldT0ken" not in text and USER_PASSWORD not in text and "old-pw" not in text
     assert diff["environment"]["HF_TOKEN"] == {"old": "***", "new": "***"}

@@ -7,6 +7,7 @@ import threading
 import time
 
 import pytest
+import yaml
 
 from support.site import sample_ccc
 
@@ -15,7 +16,7 @@ spec = importlib.util.spec_from_file_location("ccc_runner", REPO / "_runners" / 
 ccc_runner = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ccc_runner)
 
-PILLARS = {node: {"ccc": sample_ccc(node)} for node in ("node1", "node2", "node3")}
+CCCS = {node: sample_ccc(node) for node in ("node1", "node2", "node3")}
 
 
 @pytest.mark.parametrize("stack, expected", [
@@ -25,20 +26,20 @@ PILLARS = {node: {"ccc": sample_ccc(node)} for node in ("node1", "node2", "node3
     ("no-such-stack", []),
 ])
 def test_targets_are_the_nodes_where_the_stack_may_run(stack, expected):
-    assert ccc_runner.targets_for(PILLARS, stack) == expected
+    assert ccc_runner._targets_for(CCCS, stack) == expected
 
 
 def test_allowed_nodes_include_the_container_exceptions():
-    pillars = {node: {"ccc": dict(sample_ccc(node))} for node in ("node1", "node2", "node3")}
-    for pillar in pillars.values():
-        pillar["ccc"]["containers"] = [dict(c, ALLOWED_NODES=["node1"]) if c["STACK_NAME"] == "cene-thesis" else c
-                                       for c in pillar["ccc"]["containers"]]
-    assert ccc_runner.targets_for(pillars, "cene-thesis") == ["node1", "node3"]
+    cccs = {node: dict(sample_ccc(node)) for node in ("node1", "node2", "node3")}
+    for ccc in cccs.values():
+        ccc["containers"] = [dict(c, ALLOWED_NODES=["node1"]) if c["STACK_NAME"] == "cene-thesis" else c
+                             for c in ccc["containers"]]
+    assert ccc_runner._targets_for(cccs, "cene-thesis") == ["node1", "node3"]
 
 
 def test_a_node_named_differently_from_its_minion_id_is_matched_by_name():
-    pillar = {"ccc": dict(sample_ccc("node3"), node={"name": "node3"})}
-    assert ccc_runner.targets_for({"gpu-box-17.lab": pillar}, "cene-thesis") == ["gpu-box-17.lab"]
+    ccc = dict(sample_ccc("node3"), node={"name": "node3"})
+    assert ccc_runner._targets_for({"gpu-box-17.lab": ccc}, "cene-thesis") == ["gpu-box-17.lab"]
 
 
 # --- coalescing and rate limit (pure decision, fake clock) ----------------------------------
@@ -94,8 +95,8 @@ def test_limits_come_from_the_master_config(given, expected):
 
 
 def test_the_user_of_a_stack_comes_from_the_cached_pillar():
-    assert ccc_runner._user_for(PILLARS, "bor-main") == "bor.kralj@example.org"
-    assert ccc_runner._user_for(PILLARS, "no-such-stack") is None
+    assert ccc_runner._user_for(CCCS, "bor-main") == "bor.kralj@example.org"
+    assert ccc_runner._user_for(CCCS, "no-such-stack") is None
 
 
 class FakeMaster:
@@ -109,8 +110,8 @@ class FakeMaster:
         self.jobs = []  # (published, fun, minions, notice or the jid asked about)
         self.failing_publishes = 0
 
-    def pillars(self):
-        return PILLARS
+    def cccs(self):
+        return CCCS
 
     def returns(self, jid):
         published, fun, minions, _ = self.jobs[int(jid)]
@@ -232,4 +233,138 @@ def test_a_stack_allowed_nowhere_publishes_nothing_and_records_nothing(runner):
     _, master = runner(duration=1)
     assert ccc_runner.redeploy("no-such-stack") == {"stack": "no-such-stack", "targets": [], "jid": None}
     assert ccc_runner.redeploy("../x")["error"] == "not a STACK_NAME"
+    assert ccc_runner.redeploy("ana-main\n")["error"] == "not a STACK_NAME"  # the shared rule: a whole match
     assert not master.jobs and ccc_runner.redeploy_status()["stacks"] == {}
+
+
+# --- one save reported by every node that watches the file -----------------------------------
+
+
+def test_a_version_several_nodes_report_is_applied_once(runner):
+    clock, master = runner(duration=3)
+    assert ccc_runner.redeploy("ana-main", version="100:20:7")["action"] == "apply"
+    clock.now += 0.1  # node2's and node3's beacons saw the same save
+    for _ in range(2):
+        assert ccc_runner.redeploy("ana-main", version="100:20:7")["action"] == "covered"
+    for _ in range(5):
+        clock.now += 2
+        ccc_runner.flush()
+    assert len(master.applies()) == 1
+    clock.now += 30  # a node that saw it only by its stat poll (another NFS client)
+    assert ccc_runner.redeploy("ana-main", version="100:20:7")["action"] == "covered"
+    assert len(master.applies()) == 1 and ccc_runner.redeploy_status()["stacks"] == {}
+
+
+def test_a_new_version_during_a_job_is_applied_once_after_it(runner):
+    clock, master = runner(duration=3)
+    ccc_runner.redeploy("ana-main", version="100:20:7")
+    clock.now += 1
+    assert ccc_runner.redeploy("ana-main", version="200:21:7")["action"] == "wait"
+    assert ccc_runner.redeploy("ana-main", version="100:20:7")["action"] == "covered"  # late report of the first
+    clock.now += 1
+    assert ccc_runner.redeploy("ana-main", version="200:21:7")["action"] == "wait"  # its own duplicate: still one
+    for _ in range(5):
+        clock.now += 2
+        ccc_runner.flush()
+    assert [start for start, _ in master.applies()] == [0.0, 4.0]
+    assert ccc_runner.redeploy("ana-main", version="200:21:7")["action"] == "covered"
+
+
+def test_reports_without_a_version_are_always_applied(runner):
+    """A move's announcement (ccc/moved) and a replay after a pillar error carry no version."""
+    clock, master = runner(duration=1)
+    ccc_runner.redeploy("ana-main", version="100:20:7")
+    for version in (None, None):
+        clock.now += 2
+        ccc_runner.flush()
+        assert ccc_runner.redeploy("ana-main", version=version)["action"] == "apply"
+    assert len(master.applies()) == 3
+
+
+def test_versions_are_forgotten_after_a_while(runner):
+    clock, master = runner(duration=1)
+    ccc_runner.redeploy("ana-main", version="100:20:7")
+    clock.now += ccc_runner.VERSION_MEMORY + 1
+    ccc_runner.flush()
+    assert ccc_runner.redeploy_status()["versions"] == {}
+    assert ccc_runner.redeploy("ana-main", version="100:20:7")["action"] == "apply"
+
+
+def test_a_failed_publish_covers_no_version(runner):
+    clock, master = runner(duration=1)
+    master.failing_publishes = 1
+    assert ccc_runner.redeploy("ana-main", version="100:20:7")["jid"] is None
+    assert ccc_runner.redeploy("ana-main", version="100:20:7")["action"] == "apply"  # retried, not "covered"
+    assert len(master.applies()) == 1
+
+
+# --- the reactor ----------------------------------------------------------------------------
+
+
+def render_reactor(tag, data):
+    import salt.config
+    import salt.utils.templates
+
+    text = (REPO / "reactor" / "settings_changed.sls").read_text()
+    context = {"tag": tag, "data": data, "opts": salt.config.minion_config(None), "saltenv": "base", "sls": "",
+               "grains": {}, "pillar": {}, "salt": {}}
+    return yaml.safe_load(salt.utils.templates.render_jinja_tmpl(text, context))
+
+
+@pytest.mark.parametrize("tag, data, stack, version", [
+    ("salt/beacon/node1/ccc_settings/ana-main",
+     {"stack": "ana-main", "change": "modified", "version": "100:20:7", "id": "node1"}, "ana-main", "100:20:7"),
+    ("salt/beacon/node1/ccc_settings/ana-main",  # a replay after a pillar error: no version
+     {"stack": "ana-main", "change": "modified", "replay": True, "id": "node1"}, "ana-main", None),
+    ("ccc/moved/ana-main", {"data": {"stack": "ana-main"}, "id": "node2", "tag": "ccc/moved/ana-main"}, "ana-main", None),
+])
+def test_the_reactor_passes_the_stack_and_version_to_the_runner(tag, data, stack, version):
+    assert render_reactor(tag, data) == {"ccc-redeploy": {"runner.ccc.redeploy": [
+        {"args": [{"stack": stack}, {"version": version}]}]}}
+
+
+@pytest.mark.parametrize("stack", ["Bad Name", "ana-main\n", "x: {evil: 1}\ny", "'; - other", None, ["ana-main"]])
+def test_an_odd_stack_reaches_the_runner_as_data_and_the_runner_refuses_it(runner, stack):
+    """The reactor checks no pattern (the runner does, with ccc_rules); a JSON value cannot add
+    keys or states to the reaction."""
+    _, master = runner(duration=1)
+    reaction = render_reactor("salt/beacon/node1/ccc_settings/x", {"stack": stack, "id": "node1"})
+    assert reaction == {"ccc-redeploy": {"runner.ccc.redeploy": [{"args": [{"stack": stack}, {"version": None}]}]}}
+    assert ccc_runner.redeploy(stack)["error"] == "not a STACK_NAME"
+    assert master.jobs == []
+    assert "match(" not in (REPO / "reactor" / "settings_changed.sls").read_text()
+
+
+def render_sls(path, tag, data):
+    import salt.config
+    import salt.utils.templates
+
+    context = {"tag": tag, "data": data, "opts": salt.config.minion_config(None), "saltenv": "base", "sls": "",
+               "grains": {}, "pillar": {}, "salt": {}}
+    return yaml.safe_load(salt.utils.templates.render_jinja_tmpl((REPO / path).read_text(), context))
+
+
+def test_a_returned_state_apply_flushes_what_waits_behind_it_and_nothing_else_does():
+    import master_config
+
+    reactors = {}
+    for item in master_config.master_config(REPO)["reactor"]:
+        reactors.update(item)
+    assert reactors["salt/job/*/ret/*"] == [str(REPO / "reactor" / "job_returned.sls")]
+    returned = {"fun": "state.apply", "fun_args": ["containers", {"pillar": {"containers": "ana-main"}}], "id": "node1"}
+    assert render_sls("reactor/job_returned.sls", "salt/job/1/ret/node1", returned) == {
+        "ccc-flush": {"runner.ccc.flush": []}}
+    for fun in ("test.ping", "saltutil.find_job", "saltutil.sync_all", None):
+        assert render_sls("reactor/job_returned.sls", "salt/job/2/ret/node1", {"fun": fun, "id": "node1"}) is None
+
+
+def test_a_flush_when_the_job_returned_publishes_the_pending_stack_at_once(runner):
+    """The job-return reactor's flush: the edit made during a job goes when the job's last target
+    returned, not at the schedule's next tick."""
+    clock, master = runner(duration=3)
+    ccc_runner.redeploy("ana-main", version="100:20:7")
+    clock.now += 1
+    assert ccc_runner.redeploy("ana-main", version="200:21:7")["action"] == "wait"
+    clock.now += 2  # the job's returns arrive: each fires the reactor
+    assert ccc_runner.flush() == {"ana-main": "apply"}
+    assert [start for start, _ in master.applies()] == [0.0, 3.0]

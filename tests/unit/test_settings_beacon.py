@@ -6,12 +6,18 @@ import importlib.util
 import logging
 import os
 import pathlib
+import sys
 import threading
+import time
 import types
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+# Salt puts _beacons/ on sys.path while it loads a beacon, so the beacon imports its private
+# helpers (_ccc_*.py) by name; appended, so that nothing there shadows _modules/.
+if str(REPO / "_beacons") not in sys.path:
+    sys.path.append(str(REPO / "_beacons"))
 
 
 def _load_beacon():
@@ -24,7 +30,13 @@ def _load_beacon():
 
 
 beacon_mod = _load_beacon()
-SettingsWatcher = beacon_mod.SettingsWatcher
+watching = beacon_mod.watching
+SettingsWatcher = watching.SettingsWatcher
+
+
+def bare(events):
+    """Events without the file version (``test_the_version_names_the_file_state`` checks it)."""
+    return [{key: value for key, value in event.items() if key != "version"} for event in events]
 
 
 class FakeClock:
@@ -102,7 +114,7 @@ def settle(watcher, clock, seconds=3.0, step=0.5):
     for _ in range(int(seconds / step)):
         clock.advance(step)
         events.extend(watcher.poll())
-    return events
+    return bare(events)
 
 
 def write(path, text):
@@ -128,7 +140,7 @@ def test_in_place_write_emits_once_after_the_quiet_period(settings_dir, clock, m
     clock.advance(1.9)
     assert watcher.poll() == []
     clock.advance(0.2)
-    assert watcher.poll() == [{"stack": "ana-main", "change": "modified"}]
+    assert bare(watcher.poll()) == [{"stack": "ana-main", "change": "modified"}]
     assert settle(watcher, clock, seconds=40) == []
 
 
@@ -140,7 +152,7 @@ def test_a_burst_of_fifty_writes_emits_once(settings_dir, clock, make_watcher):
         write(yml, f"ana-main: {{SHM_SIZE: {i + 1}g}}\n")
         clock.advance(0.1)
         events.extend(watcher.poll())
-    events.extend(settle(watcher, clock))
+    events = bare(events) + settle(watcher, clock)
     assert events == [{"stack": "ana-main", "change": "modified"}]
 
 
@@ -220,8 +232,8 @@ def test_a_removed_and_recreated_directory_is_watched_again(settings_dir, clock,
 def test_files_the_deployment_writes_and_other_names_never_emit(settings_dir, clock, make_watcher, monkeypatch):
     watcher = make_watcher(files_of(settings_dir / "ana-main.yml"))
     stats = []
-    real_signature = beacon_mod._signature
-    monkeypatch.setattr(beacon_mod, "_signature", lambda path: stats.append(path) or real_signature(path))
+    real_signature = watching.signature
+    monkeypatch.setattr(watching, "signature", lambda path: stats.append(path) or real_signature(path))
     (settings_dir / "logs").mkdir()
     for name in ("ana-main.deploy", "ana-main.status", "ana-main.env-backup", "logs/x.log", "other.yml",
                  "ana-main.yml.tmp", "ANA-MAIN.yml", "ana-main.yml.bak"):
@@ -284,8 +296,8 @@ def test_a_change_inotify_cannot_see_is_caught_at_the_poll_interval(settings_dir
 def test_nothing_happening_costs_no_stat_between_polls(settings_dir, clock, make_watcher, monkeypatch):
     watcher = make_watcher(files_of(*(settings_dir / f"box-{i}.yml" for i in range(50))))
     stats = []
-    real_signature = beacon_mod._signature
-    monkeypatch.setattr(beacon_mod, "_signature", lambda path: stats.append(path) or real_signature(path))
+    real_signature = watching.signature
+    monkeypatch.setattr(watching, "signature", lambda path: stats.append(path) or real_signature(path))
     for _ in range(290):
         clock.advance(0.1)
         assert watcher.poll() == []
@@ -361,6 +373,29 @@ def test_close_releases_the_inotify_descriptor(settings_dir, make_watcher):
         os.fstat(fd)
 
 
+
+def test_the_version_names_the_file_state_every_node_sees(settings_dir, clock, make_watcher):
+    """The master applies an edit once however many nodes report it: the version is the shared
+    file's own state, the same on every node that watches it."""
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    write(yml, "ana-main: {SHM_SIZE: 4g}\n")
+    assert watcher.poll() == []
+    clock.advance(2.1)
+    st = os.stat(yml, follow_symlinks=False)
+    assert watcher.poll() == [{"stack": "ana-main", "change": "modified",
+                               "version": f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"}]
+    other = make_watcher(files_of(yml))  # another node's watcher of the same file
+    os.utime(yml, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert watcher.poll() == other.poll() == []
+    clock.advance(2.1)
+    assert watcher.poll()[0]["version"] == other.poll()[0]["version"] == f"{st.st_mtime_ns + 10**9}:{st.st_size}:{st.st_ino}"
+    yml.unlink()
+    assert watcher.poll() == []
+    clock.advance(2.1)
+    assert watcher.poll() == [{"stack": "ana-main", "change": "deleted", "version": "deleted"}]
+
+
 # --------------------------------------------------------------------------------------------
 # The Salt wrapper
 
@@ -368,13 +403,43 @@ def test_close_releases_the_inotify_descriptor(settings_dir, make_watcher):
 PILLAR_CONFIG = [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state_run": False}]
 
 
+@pytest.fixture
+def salt_dunders(monkeypatch):
+    """The beacon's loader dunders, with the real ``ccc_containers`` execution functions on the
+    same pillar (the beacon gets its file list from them, as on a minion)."""
+    import ccc_containers
+
+    pillar = {}
+    monkeypatch.setattr(beacon_mod, "__context__", {}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1"}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__pillar__", pillar, raising=False)
+    monkeypatch.setattr(ccc_containers, "__pillar__", pillar, raising=False)
+    monkeypatch.setattr(ccc_containers, "__grains__", {"id": "node1"}, raising=False)
+    monkeypatch.setattr(beacon_mod, "__salt__", {"ccc_containers.watched_files": ccc_containers.watched_files},
+                        raising=False)
+    monkeypatch.setattr(beacon_mod._holder(), "pillar_health", {})  # process-wide, like the watchers
+    monkeypatch.setattr(beacon_mod, "_CHECKED", {})
+    yield beacon_mod
+    beacon_mod.close([])
+
+
+def set_pillar(monkeypatch, pillar):
+    """What Salt's pillar refresh does to the beacon: a new pillar, a new beacon loader."""
+    import ccc_containers
+
+    monkeypatch.setattr(beacon_mod, "__pillar__", pillar)
+    monkeypatch.setattr(ccc_containers, "__pillar__", pillar)
+    monkeypatch.setattr(beacon_mod, "__context__", {})
+
+
 @pytest.mark.parametrize("config", [
     PILLAR_CONFIG,
+    PILLAR_CONFIG + [{"immediate": True}],
     [{"files": [{"stack": "ana-main", "path": "/srv/u/ana@example.org/container-settings/ana-main.yml"}]},
      {"quiet_period": 0.5}, {"poll_interval": 60}, {"max_delay": 5}, {"interval": 1}],
     [{"files": []}],
 ])
-def test_validate_accepts(config):
+def test_validate_accepts(config, salt_dunders):
     assert beacon_mod.validate(config) == (True, "valid beacon configuration")
 
 
@@ -387,28 +452,36 @@ def test_validate_accepts(config):
     ([{"from_pillar": "ccc"}, {"quiet_period": -1}], "quiet_period"),
     ([{"from_pillar": "ccc"}, {"poll_interval": 0}], "poll_interval"),
     ([{"from_pillar": "ccc"}, {"max_delay": "10"}], "max_delay"),
+    ([{"from_pillar": "ccc"}, {"immediate": "yes"}], "immediate must be true or false"),
+    ([{"from_pillar": "site"}], "from_pillar must name a pillar key (ccc)"),
     ([{"files": [{"stack": "Ana Main", "path": "/x/Ana Main.yml"}]}], "invalid STACK_NAME"),
+    ([{"files": [{"stack": "ana-main\n", "path": "/x/ana-main\n.yml"}]}], "invalid STACK_NAME"),
     ([{"files": [{"stack": "ana-main", "path": "relative/ana-main.yml"}]}], "must be absolute"),
     ([{"files": [{"stack": "ana-main", "path": "/x/ana-main.deploy"}]}], "end in /ana-main.yml"),
     ([{"files": [{"stack": "ana-main", "path": "/x/ana-main.yml"}, {"stack": "ana-main", "path": "/y/ana-main.yml"}]}],
      "listed twice"),
     ([{"files": [{"stack": "ana-main"}]}], "must be {stack, path}"),
 ])
-def test_validate_refuses(config, message):
+def test_validate_refuses(config, message, salt_dunders):
     valid, comment = beacon_mod.validate(config)
     assert not valid
     assert message in comment
 
 
-@pytest.fixture
-def salt_dunders(monkeypatch):
-    monkeypatch.setattr(beacon_mod, "__context__", {}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1"}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__pillar__", {}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__salt__", {}, raising=False)
-    monkeypatch.setattr(beacon_mod._holder(), "pillar_health", {})  # process-wide, like the watchers
-    yield beacon_mod
-    beacon_mod.close([])
+def test_validate_asks_the_deployment_once_per_file_list(salt_dunders, monkeypatch):
+    """Salt validates a beacon's configuration before every call: the STACK_NAME check of an
+    explicit list (the deployment's rule, through ccc_containers.watched_files) runs once."""
+    calls = []
+    real = beacon_mod.__salt__["ccc_containers.watched_files"]
+    beacon_mod.__salt__["ccc_containers.watched_files"] = lambda **kwargs: calls.append(kwargs) or real(**kwargs)
+    config = [{"files": [{"stack": "ana-main", "path": "/x/ana-main.yml"}]}]
+    for _ in range(5):
+        assert beacon_mod.validate(config)[0]
+    assert len(calls) == 1
+    del beacon_mod.__salt__["ccc_containers.watched_files"]
+    beacon_mod._CHECKED.clear()
+    valid, comment = beacon_mod.validate(config)
+    assert not valid and "cannot check the STACK_NAMEs" in comment
 
 
 def test_beacon_returns_tagged_events_and_close_releases(settings_dir, salt_dunders):
@@ -419,7 +492,7 @@ def test_beacon_returns_tagged_events_and_close_releases(settings_dir, salt_dund
     assert beacon_mod.beacon(config) == []
     write(yml, "ana-main: {SHM_SIZE: 4g}\n")
     (settings_dir / "ana-main.deploy").write_text("deployed\n")
-    assert beacon_mod.beacon(config) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    assert bare(beacon_mod.beacon(config)) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
     assert beacon_mod.beacon(config) == []
     watcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
     beacon_mod.close(config)
@@ -432,7 +505,7 @@ def test_beacon_follows_an_explicit_file_list_change(settings_dir, salt_dunders)
     write(gpu, "ana-gpu: {}\n")
     assert beacon_mod.beacon([{"files": files_of(yml, gpu)}, {"quiet_period": 0}]) == []  # first sight
     write(gpu, "ana-gpu: {SHM_SIZE: 1g}\n")
-    assert beacon_mod.beacon([{"files": files_of(yml, gpu)}, {"quiet_period": 0}]) == [
+    assert bare(beacon_mod.beacon([{"files": files_of(yml, gpu)}, {"quiet_period": 0}])) == [
         {"tag": "ana-gpu", "stack": "ana-gpu", "change": "modified"}]
 
 
@@ -455,7 +528,7 @@ def test_beacon_from_pillar_watches_this_nodes_stacks_with_site_tunables(tmp_pat
     assert watcher.files == {"ana-main": str(directory / "ana-main.yml")}
     assert (watcher.quiet_period, watcher.poll_interval, watcher.max_delay) == (0, 45, 10.0)
     write(directory / "ana-main.yml", "ana-main: {SHM_SIZE: 2g}\n")
-    assert beacon_mod.beacon(PILLAR_CONFIG[:2]) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    assert bare(beacon_mod.beacon(PILLAR_CONFIG[:2])) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
 
 
 def test_a_node_without_stacks_keeps_one_idle_watcher(salt_dunders):
@@ -464,6 +537,15 @@ def test_a_node_without_stacks_keeps_one_idle_watcher(salt_dunders):
     assert beacon_mod.beacon([{"from_pillar": "ccc"}]) == []
     assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"] is watcher
     assert watcher.files == {} and watcher._notifier is None  # no inotify descriptor at all
+
+
+def test_a_pillar_that_names_no_user_data_root_watches_nothing_and_says_why(salt_dunders, monkeypatch):
+    errors = []
+    monkeypatch.setattr(beacon_mod.log, "error", lambda msg, *args: errors.append(msg % args))
+    beacon_mod.__pillar__["ccc"] = {"cluster": {"mount_points": {"nfs": {"user_data": "relative"}}}}
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"].files == {}
+    assert len(errors) == 1 and "not an absolute path" in errors[0]
 
 
 def test_a_beacon_loader_rebuilt_without_close_loses_nothing(settings_dir, salt_dunders, monkeypatch):
@@ -476,12 +558,138 @@ def test_a_beacon_loader_rebuilt_without_close_loses_nothing(settings_dir, salt_
     fd = old._notifier.fileno()
     write(yml, "ana-main: {SHM_SIZE: 4g}\n")
     monkeypatch.setattr(beacon_mod, "__context__", {})
-    assert beacon_mod.beacon(config) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    assert bare(beacon_mod.beacon(config)) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
     assert old.closed
     new = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
     assert new is not old and new._notifier.fileno() != fd  # opened before the old one closed
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# Immediate delivery (the dispatch thread)
+
+
+class Fired:
+    """``event.fire`` as the minion's loader gives it: records what the thread fires."""
+
+    def __init__(self, answer=True):
+        self.answer, self.calls, self.threads = answer, [], set()
+
+    def __call__(self, data, tag):
+        self.calls.append((tag, data))
+        self.threads.add(threading.current_thread().name)
+        return self.answer
+
+    def events(self):
+        return [event for tag, data in self.calls if tag == "__beacons_return" for event in data["beacons"]]
+
+
+def wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.01)
+    return predicate()
+
+
+@pytest.fixture
+def immediate(settings_dir, salt_dunders):
+    """A beacon with ``immediate: true`` on ana-main.yml, called once (Salt calls it every second)."""
+    fired = Fired()
+    beacon_mod.__salt__["event.fire"] = fired
+    config = [{"files": files_of(settings_dir / "ana-main.yml")}, {"quiet_period": 0.2}, {"immediate": True},
+              {"_beacon_name": "ccc_settings"}]
+    assert beacon_mod.validate(config)[0]
+    assert beacon_mod.beacon(config) == []
+    state = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]
+    return types.SimpleNamespace(fired=fired, config=config, state=state, yml=settings_dir / "ana-main.yml")
+
+
+def test_immediate_fires_when_the_quiet_period_ends_as_salt_fires_beacon_events(immediate):
+    written = time.monotonic()
+    write(immediate.yml, "ana-main: {SHM_SIZE: 4g}\n")
+    assert wait_until(lambda: immediate.fired.calls, timeout=2)
+    latency = time.monotonic() - written
+    st = os.stat(immediate.yml)
+    # exactly what salt.beacons.Beacon.process makes of the beacon's return, for the minion to forward
+    assert immediate.fired.calls == [("__beacons_return", {"beacons": [{
+        "tag": "salt/beacon/node1/ccc_settings/ana-main",
+        "data": {"stack": "ana-main", "change": "modified", "version": f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}",
+                 "id": "node1"},
+        "beacon_name": "ccc_settings"}]})]
+    assert 0.2 <= latency < 1.0, latency  # the quiet period, not a later call of the beacon
+    assert immediate.fired.threads == {"ccc_settings-dispatch"}
+    assert beacon_mod.beacon(immediate.config) == []  # fired once, not again by the call
+
+
+def test_immediate_what_cannot_be_fired_comes_with_the_next_call(immediate):
+    immediate.fired.answer = False  # the minion's event bus is not there
+    write(immediate.yml, "ana-main: {SHM_SIZE: 4g}\n")
+    assert wait_until(lambda: immediate.fired.calls, timeout=2)
+    assert bare(beacon_mod.beacon(immediate.config)) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    assert beacon_mod.beacon(immediate.config) == []
+
+
+def test_immediate_fires_nothing_for_a_beacon_salt_no_longer_calls(immediate, monkeypatch):
+    """A disabled or removed beacon is not called any more: the thread stops firing (the next
+    call, if any, returns the change)."""
+    monkeypatch.setattr(beacon_mod.dispatch, "STALE_MIN", 0.3)
+    time.sleep(0.5)  # no call for longer than the beacon counts as alive
+    write(immediate.yml, "ana-main: {SHM_SIZE: 4g}\n")
+    time.sleep(1.0)
+    assert immediate.fired.calls == []
+    assert bare(beacon_mod.beacon(immediate.config)) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+
+
+def test_immediate_a_user_writing_other_files_in_a_loop_wakes_the_thread_a_bounded_number_of_times(immediate):
+    """Every write in the settings folder wakes the thread; it looks at most every REST s, so a
+    hostile loop costs the minion about as much as the beacon's calls ever did."""
+    watcher = immediate.state["watcher"]
+    looks, real_poll = [], watcher.poll
+    watcher.poll = lambda stat=True: looks.append(stat) or real_poll(stat)
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        write(immediate.yml.parent / "noise.txt", "x\n")
+        beacon_mod.beacon(immediate.config)  # Salt keeps calling it (here far more often)
+    thread_looks = looks.count(False)
+    assert 3 <= thread_looks <= 1.0 / beacon_mod.dispatch.REST + 3, thread_looks
+    assert immediate.fired.calls == []
+
+
+def test_immediate_close_stops_the_thread_and_releases_the_descriptor(immediate):
+    dispatcher, watcher = immediate.state["dispatcher"], immediate.state["watcher"]
+    fd = watcher.fileno()
+    assert dispatcher.thread.is_alive()
+    beacon_mod.close(immediate.config)
+    assert not dispatcher.thread.is_alive() and watcher.closed
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+
+def test_immediate_a_rebuilt_loader_stops_the_orphans_thread_and_keeps_what_it_could_not_fire(immediate, monkeypatch):
+    old = immediate.state
+    old["returned"].append({"stack": "ana-main", "change": "modified", "version": "1:2:3"})
+    monkeypatch.setattr(beacon_mod, "__context__", {})
+    assert beacon_mod.beacon(immediate.config) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified",
+                                                     "version": "1:2:3"}]
+    new = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]
+    assert not old["dispatcher"].thread.is_alive() and old["watcher"].closed
+    assert new["dispatcher"].thread.is_alive() and new["dispatcher"] is not old["dispatcher"]
+    write(immediate.yml, "ana-main: {SHM_SIZE: 4g}\n")
+    assert wait_until(lambda: immediate.fired.calls, timeout=2)
+    assert [e["tag"] for e in immediate.fired.events()] == ["salt/beacon/node1/ccc_settings/ana-main"]
+
+
+def test_immediate_off_by_default_and_when_switched_off(settings_dir, salt_dunders):
+    config = [{"files": files_of(settings_dir / "ana-main.yml")}, {"quiet_period": 0}]
+    beacon_mod.__salt__["event.fire"] = Fired()
+    beacon_mod.beacon(config)
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["dispatcher"] is None
+    beacon_mod.beacon(config + [{"immediate": True}])
+    dispatcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["dispatcher"]
+    assert dispatcher.thread.is_alive()
+    beacon_mod.beacon(config + [{"immediate": False}])
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["dispatcher"] is None and not dispatcher.thread.is_alive()
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,8 +724,7 @@ def pillar_minion(tmp_path, salt_dunders, monkeypatch):
     monkeypatch.setattr(beacon_mod, "log", logger)
 
     def refresh(pillar):
-        monkeypatch.setattr(beacon_mod, "__pillar__", pillar)
-        monkeypatch.setattr(beacon_mod, "__context__", {})
+        set_pillar(monkeypatch, pillar)
 
     settings = tmp_path / "user_data" / "ana@example.org" / "container-settings"
     settings.mkdir(parents=True, exist_ok=True)
@@ -540,7 +747,7 @@ def test_a_broken_pillar_keeps_the_last_good_list_and_asks_for_refreshes_at_a_bo
     for _ in range(60):  # one minute of beacon calls, one a second
         m.clock.advance(1)
         events += beacon_mod.beacon(PILLAR_CONFIG)
-    assert events == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]  # still fires
+    assert bare(events) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]  # still fires
     assert watcher is beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
     assert watcher.files == {"ana-main": str(m.yml)}  # the reconfiguration kept it too
     assert len(m.refreshes) == 6  # every max(poll_interval, 10 s), never every call
@@ -558,13 +765,14 @@ def test_a_fixed_pillar_rebuilds_the_list_and_replays_the_changes_made_meanwhile
     assert beacon_mod.beacon(PILLAR_CONFIG) == []
     write(m.yml, "ana-main: {SHM_SIZE: 4g}\n")
     m.clock.advance(1)
-    assert beacon_mod.beacon(PILLAR_CONFIG) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
+    assert bare(beacon_mod.beacon(PILLAR_CONFIG)) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified"}]
     other = tmp_path / "user_data" / "ana@example.org" / "container-settings" / "ana-gpu.yml"
     write(other, "ana-gpu: {}\n")
     fixed = m.good
     fixed["ccc"]["containers"].append({"STACK_NAME": "ana-gpu", "USER_EMAIL": "ana@example.org"})
     m.refresh(fixed)  # the refresh the beacon asked for, after the admin fixed the SLS
     m.clock.advance(1)
+    # replayed without a version: the master applies it even though it saw this version before
     assert beacon_mod.beacon(PILLAR_CONFIG) == [
         {"tag": "ana-main", "stack": "ana-main", "change": "modified", "replay": True}]
     watcher = beacon_mod.__context__[beacon_mod.CONTEXT_KEY]["watcher"]
@@ -577,7 +785,22 @@ def test_a_fixed_pillar_rebuilds_the_list_and_replays_the_changes_made_meanwhile
     assert len(m.refreshes) == asked  # no more refresh requests
     write(other, "ana-gpu: {SHM_SIZE: 1g}\n")
     m.clock.advance(1)
-    assert beacon_mod.beacon(PILLAR_CONFIG) == [{"tag": "ana-gpu", "stack": "ana-gpu", "change": "modified"}]
+    assert bare(beacon_mod.beacon(PILLAR_CONFIG)) == [{"tag": "ana-gpu", "stack": "ana-gpu", "change": "modified"}]
+
+
+def test_a_change_fired_at_once_while_the_pillar_is_broken_is_replayed_too(pillar_minion):
+    m = pillar_minion
+    fired = Fired()
+    beacon_mod.__salt__["event.fire"] = fired
+    config = PILLAR_CONFIG + [{"immediate": True}]
+    assert beacon_mod.beacon(config) == []
+    m.refresh(BROKEN)
+    assert beacon_mod.beacon(config) == []
+    write(m.yml, "ana-main: {SHM_SIZE: 4g}\n")
+    assert wait_until(lambda: fired.calls, timeout=2)  # the thread fired it
+    m.refresh(m.good)
+    m.clock.advance(1)
+    assert beacon_mod.beacon(config) == [{"tag": "ana-main", "stack": "ana-main", "change": "modified", "replay": True}]
 
 
 def test_a_pillar_broken_from_the_start_watches_what_it_names_until_it_renders(pillar_minion):
@@ -598,3 +821,25 @@ def test_an_explicit_file_list_ignores_pillar_errors(settings_dir, pillar_minion
         m.clock.advance(1)
         assert beacon_mod.beacon(config) == []
     assert m.refreshes == [] and m.warnings == []
+
+
+def test_the_beacon_keeps_no_shared_module_in_the_minions_main_process(salt_dunders, monkeypatch, tmp_path):
+    """The minion forks its jobs from the process that runs beacons: a shared module the beacon's
+    call imported and kept there would shadow the one a later saltutil.sync_all writes."""
+    utils = tmp_path / "extmods" / "utils"
+    utils.mkdir(parents=True)
+    (utils / "ccc_probe_shared.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(utils))
+    monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1", "extension_modules": str(tmp_path / "extmods")})
+
+    def watched_files():
+        import ccc_probe_shared  # noqa: F401 - what an execution module does at its first load
+        import ccc_probe_sibling  # noqa: F401 - not in a utils dir: kept
+        return {"files": [], "beacon": {}, "pillar_errors": [], "problems": []}
+
+    (tmp_path / "ccc_probe_sibling.py").write_text("VALUE = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    beacon_mod.__salt__["ccc_containers.watched_files"] = watched_files
+    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    assert "ccc_probe_shared" not in sys.modules and "ccc_probe_sibling" in sys.modules
+    del sys.modules["ccc_probe_sibling"]

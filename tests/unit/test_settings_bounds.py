@@ -348,3 +348,102 @@ def test_subdomains_of_extra_nodes_are_reserved_and_taken(subdomain, fragment):
     result = resolve("bor-main", ccc=ccc, settings={"FRP_PORTS": {"HTTP": [http]}}, taken=taken)
     assert result["settings_status"] == "rejected"
     assert any(fragment in message for message in result["user_messages"]), result["user_messages"]
+
+
+# ------------------------------------------------------------------------------------------------
+# Hostile values: every message quotes at most QUOTE_CHARS of a value, with "…" and its length
+
+
+def frp_http(count):
+    return {"HTTP": [{"port": 1000 + i, "subdomain": f"w{i}"} for i in range(count)]}
+
+
+@pytest.mark.parametrize("where", ["settings-file", "last-good", "admin-pillar"])
+def test_a_thousand_frp_entries_make_one_short_message(where):
+    ccc = sample_ccc("node1")
+    settings, last_good = {"SHM_SIZE": "10t"}, {"SHM_SIZE": "4g"}
+    if where == "settings-file":
+        settings = {"FRP_PORTS": frp_http(1000)}
+    elif where == "last-good":
+        last_good = {"SHM_SIZE": "4g", "FRP_PORTS": frp_http(1000)}
+    else:
+        ccc["containers"][0]["FRP_PORTS"] = frp_http(1000)
+    result = resolve(ccc=ccc, settings=yaml.safe_dump({STACK: settings}), last_good=last_good)
+    report, _ = ccc_report.feedback_report(result, "running, unchanged", "2026-01-01 00:00:00 UTC")
+    said = result["user_messages"] + result["admin_errors"]
+    expected = "FRP_PORTS.HTTP: the list is too long (1000 items; at most 16)"
+    if where == "settings-file":  # 3000 values: the parser stops before anything is built
+        expected = "the file holds more than 1024 values"
+    assert any(expected in message for message in said), said
+    assert max(map(len, said)) <= LONGEST_MESSAGE, said
+    assert len(report.encode()) <= 2048
+    assert "w999" not in report and "w999" not in " ".join(said)
+
+
+def test_frp_entries_under_the_value_cap_are_refused_in_one_short_line():
+    result = resolve(settings={"FRP_PORTS": frp_http(200)}, last_good={"SHM_SIZE": "4g"})
+    assert result["user_messages"][1:] == ["FRP_PORTS.HTTP: the list is too long (200 items; at most 16)"]
+
+
+@pytest.mark.parametrize("section, start", [
+    pytest.param({"INSTALL_PACKAGES": "a" * 4000 + ";"}, "INSTALL_PACKAGES: the value 'aaaa", id="packages-pattern"),
+    pytest.param({"K" * 1000: 1}, "'KKKK", id="unknown-key"),
+    pytest.param({"INSTALL_REPOSITORY_SOURCES": "http://x.example/" + "p" * 3000},
+                 "INSTALL_REPOSITORY_SOURCES: the source 'http://x.example/ppp", id="source"),
+    pytest.param({"CONTAINER_IMAGE": "vicoslab/cc" + "c" * 240}, "CONTAINER_IMAGE: 'vicoslab/cccc", id="image"),
+    pytest.param({"USER_PUBKEY": "x" * 16000 + "\n"}, "USER_PUBKEY: line 1 is not an OpenSSH public key", id="pubkey"),
+])
+def test_long_values_are_quoted_with_their_start_and_length(section, start):
+    problems = ccc_schema.validate_user_settings(section, STACK, {"image_prefixes": ["x/"]})
+    assert len(problems) == 1 and problems[0].startswith(start), problems
+    assert len(problems[0]) <= LONGEST_MESSAGE
+    (value,) = section.values() if start[0] != "'" else section.keys()
+    if len(value) > ccc_quote.QUOTE_CHARS and "line 1" not in start:
+        assert f"… ({len(value)} characters)" in problems[0]
+        assert repr(value[:ccc_quote.QUOTE_CHARS]) in problems[0]  # the first characters are kept
+
+
+@pytest.mark.parametrize("error_of", ["github", "image"])
+def test_a_long_service_error_is_clipped_in_the_users_message(error_of):
+    ccc = sample_ccc("node1")
+    error = "upstream said:\n" + "E" * 10_000
+    github = (lambda login: ([], error)) if error_of == "github" else None
+    image = (lambda ref, credentials: (None, error) if ref != ADMIN_IMAGE else ({"labels": {}}, None))
+    facts = ccc_resolver.NodeFacts("node1", compute_devices=ccc["node"]["compute_devices"], docker_gid=998,
+                                   image_lookup=image, github_keys=github)
+    settings = {"USER_PUBKEY_FROM_GITHUB": "ana-gh"} if error_of == "github" else {"CONTAINER_IMAGE": "vicoslab/ccc:x"}
+    result = ccc_resolver.resolve_container(ccc, STACK, facts, settings_text=yaml.safe_dump({STACK: settings}))
+    (message,) = result["user_messages"]
+    assert "upstream said:\\nEEE" in message and "\n" not in message
+    assert f"… ({len(error)} characters)" in message
+    assert len(message) <= ccc_quote.ERROR_CHARS + 2 * ccc_quote.QUOTE_CHARS + 100
+
+
+def test_hostile_admin_values_are_quoted_in_admin_errors():
+    ccc = sample_ccc("node1")
+    ccc["containers"][0].update(USER_TYPE="t" * 10_000, STORAGE_NAME=["x"] * 5000, ALLOWED_NODES={"a": 1})
+    result = resolve(ccc=ccc)
+    assert result["action"] == "hold"
+    errors = result["admin_errors"]
+    assert f"ana-main: USER_TYPE {'t' * 80!r}… (10000 characters) is not defined in ccc:user_types" in errors
+    assert any(e.startswith("ana-main: STORAGE_NAME ['x', 'x'") and "… (5000 items, 25000 characters)" in e for e in errors)
+    assert max(map(len, errors)) <= LONGEST_MESSAGE
+
+
+def test_the_report_stays_small_and_line_shaped_for_hostile_resolutions():
+    spec = resolve()["spec"]
+    spec["environment"]["INSTALL_PACKAGES"] = " ".join(["pkg"] * 1024)[:4096]  # the longest accepted value
+    resolution = {"stack": STACK, "node": "node1", "placement": ["node1"], "settings_status": "applied",
+                  "spec": spec, "user_messages": [f"m{i}\nresult: forged\x1b[2J" + "x" * 1000 for i in range(10_000)]}
+    outcome = "NOT deployed: Docker refused the container: " + "y\n" * 50_000
+    text, body = ccc_report.feedback_report(resolution, outcome, "2026-01-01 00:00:00 UTC")
+    assert len(text.encode()) <= ccc_report.MAX_REPORT_BYTES
+    lines = body.splitlines()
+    assert [line.split(":")[0] for line in lines[:10]] == [
+        "container", "node", "result", "placement", "settings", "image", "gpus", "shm_size", "packages", "ports"]
+    assert len(lines[2]) <= len("result: ") + ccc_report.MAX_LINE_CHARS + 30 and lines[2].endswith("… (100044 characters)")
+    assert lines[8] == f"packages: {'pkg ' * 20}… (4095 characters)"
+    assert lines[10] == "messages:"
+    assert all(line.startswith("  - m") and "\\nresult: forged\\x1b[2J" in line for line in lines[11:-1])
+    assert lines[-1].startswith("  - … ") and "more message(s) not shown" in lines[-1]
+    assert not [line for line in lines if line.startswith("result: forged")]

@@ -1,6 +1,6 @@
 """A recreate that a killed run left half done, without Docker: which container is the stack's
 (the one named exactly STACK_NAME, never a ``.ccc-new``/``.ccc-old`` leftover), what orphans
-removal takes, and the rule ``_swap_plan`` that finishes or undoes the swap. The real kills, at
+removal takes, and the rule ``ccc_swap.plan`` that finishes or undoes the swap. The real kills, at
 every step of a recreate, are in tests/integration/test_swap_faults.py."""
 
 import logging
@@ -8,10 +8,12 @@ import logging
 import docker.errors
 import pytest
 
-import ccc_docker  # (pyproject puts _modules on sys.path)
+import ccc_node_record
+import ccc_orphans
+import ccc_swap
 
 MANAGED = {"ccc.managed-by": "ccc-salt"}
-STARTED, NEVER = "2024-05-01T10:00:00.5Z", ccc_docker.NEVER_STARTED
+STARTED, NEVER = "2024-05-01T10:00:00.5Z", ccc_swap.NEVER_STARTED
 
 
 class FakeApi:
@@ -39,9 +41,9 @@ class FakeClient:
 
 
 @pytest.fixture(autouse=True)
-def ccc_docker_log(caplog, monkeypatch):
-    """ccc_docker's log goes to caplog only, not to Salt's deferred handler (printed at exit)."""
-    logger = logging.getLogger("ccc_docker")
+def ccc_node_record_log(caplog, monkeypatch):
+    """ccc_node_record's log goes to caplog only, not to Salt's deferred handler (printed at exit)."""
+    logger = logging.getLogger("ccc_node_record")
     monkeypatch.setattr(logger, "propagate", False)
     monkeypatch.setattr(logger, "handlers", [caplog.handler])
 
@@ -52,7 +54,7 @@ def container(number, name, stack, state="exited"):
 
 def client_with(tmp_path, containers):
     client = FakeClient(containers, tmp_path / "state")
-    ccc_docker.recorded_ids(client)  # adopts them: created by ccc-salt
+    ccc_node_record.recorded_ids(client)  # adopts them: created by ccc-salt
     return client
 
 
@@ -61,14 +63,14 @@ def test_a_stack_is_its_container_named_exactly_so_and_a_leftover_never_hides_it
     found = [container(1, "ana-main", "ana-main", "running"), container(2, "ana-main.ccc-old", "ana-main"),
              container(3, "ana-main.ccc-new", "ana-main")][::order]
     client = client_with(tmp_path, found)
-    managed = ccc_docker.managed_containers(client)
+    managed = ccc_node_record.managed_containers(client)
     assert managed["ana-main"]["Id"] == f"{1:064x}" and managed["ana-main"]["State"] == "running"
 
 
 def test_a_stack_with_only_leftovers_shows_the_one_it_rolls_back_to(tmp_path):
     client = client_with(tmp_path, [container(3, "ana-main.ccc-new", "ana-main"),
                                     container(2, "ana-main.ccc-old", "ana-main")])
-    assert ccc_docker.managed_containers(client)["ana-main"]["Id"] == f"{2:064x}"
+    assert ccc_node_record.managed_containers(client)["ana-main"]["Id"] == f"{2:064x}"
 
 
 def test_orphans_take_the_leftovers_of_a_gone_stack_but_not_of_a_known_one(tmp_path):
@@ -76,7 +78,7 @@ def test_orphans_take_the_leftovers_of_a_gone_stack_but_not_of_a_known_one(tmp_p
         container(1, "gone", "gone"), container(2, "gone.ccc-old", "gone"), container(3, "gone.ccc-new", "gone"),
         container(4, "ana-main", "ana-main", "running"), container(5, "ana-main.ccc-old", "ana-main"),
     ])
-    outcome = ccc_docker.remove_orphans_from(client, {"ana-main"}, max_share=1)
+    outcome = ccc_orphans.remove(client, {"ana-main"}, max_share=1)
     assert outcome == {"orphans": ["gone"], "managed": 2, "refused": None}
     # The known stack's leftover is its own apply's to settle (it may be the one to roll back to).
     assert sorted(c["Names"][0] for c in client.api.by_id.values()) == ["/ana-main", "/ana-main.ccc-old"]
@@ -87,11 +89,11 @@ def test_a_container_whose_create_was_cut_short_counts_only_while_its_name_is_ma
     cut_short = container(7, "ana-main.ccc-new", "ana-main")
     client.api.by_id[cut_short["Id"]] = cut_short
     attrs = client.api.inspect_container("ana-main.ccc-new")
-    assert not ccc_docker.is_managed(client, attrs)
-    ccc_docker._record_change(client, add=[ccc_docker.CREATING + "ana-main.ccc-new"])
-    assert ccc_docker.is_managed(client, attrs)
-    assert ccc_docker.is_managed(client, dict(cut_short))  # a list summary too
-    assert not ccc_docker.is_managed(client, client.api.inspect_container(cut_short["Id"]) | {"Name": "/other"})
+    assert not ccc_node_record.is_managed(client, attrs)
+    ccc_node_record.change(client, add=[ccc_node_record.CREATING + "ana-main.ccc-new"])
+    assert ccc_node_record.is_managed(client, attrs)
+    assert ccc_node_record.is_managed(client, dict(cut_short))  # a list summary too
+    assert not ccc_node_record.is_managed(client, client.api.inspect_container(cut_short["Id"]) | {"Name": "/other"})
 
 
 def attrs(name, running=False, started=NEVER):
@@ -117,7 +119,7 @@ OLD_ASIDE = attrs("old-aside", False, STARTED)
     pytest.param(OLD_RUNNING, None, None, [], None, id="nothing-to-settle"),
 ])
 def test_the_swap_is_finished_once_the_new_container_started_and_undone_before(real, new, old, removed, restored):
-    remove, restore = ccc_docker._swap_plan(real, new, old)
+    remove, restore = ccc_swap.plan(real, new, old)
     assert [c["Id"] for c in remove] == removed
     assert (restore or {}).get("Id") == restored
 
@@ -125,9 +127,9 @@ def test_the_swap_is_finished_once_the_new_container_started_and_undone_before(r
 def test_a_settled_swap_is_a_change_in_the_apply_result_and_in_test_mode_a_pending_one():
     noop = {"result": True, "changes": {}, "comment": "ana-main: running, unchanged"}
     settled = {"removed": ["ana-main.ccc-old"]}
-    assert ccc_docker._with_settled(noop, {}, test=True) is noop
-    shown = ccc_docker._with_settled(noop, settled, test=True)
+    assert ccc_swap.with_settled(noop, {}, test=True) is noop
+    shown = ccc_swap.with_settled(noop, settled, test=True)
     assert shown["result"] is None and shown["changes"] == {"swap_settled": settled}
     assert "would settle an interrupted recreate" in shown["comment"]
-    done = ccc_docker._with_settled(dict(noop, result=False), settled, test=False)
+    done = ccc_swap.with_settled(dict(noop, result=False), settled, test=False)
     assert done["result"] is False and "settled an interrupted recreate" in done["comment"]

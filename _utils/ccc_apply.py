@@ -1,0 +1,290 @@
+"""
+One resolution applied on this node: the one place that acts on a container and writes what
+the user is told.
+
+``apply`` takes a resolution from ``ccc_plan`` and a Docker client and returns the per-container
+outcome ``{"result", "changes", "comment"}`` (plus ``announce`` when other nodes keep an old
+copy for a move): ``run`` prepares the node (user folders, host keys, pins) and hands the pinned
+spec to ``ccc_swap``; ``remove`` removes the container (make-before-break for moves, purge when
+asked); ``hold`` changes nothing. Every branch writes the report the resolver composed through
+``ccc_feedback`` and the node's move marker through ``ccc_moves``. A Docker engine that does not
+answer is a failure of this container that the user is told about, never a silent skip.
+"""
+
+import logging
+import os
+import threading
+
+import ccc_engine
+import ccc_feedback
+import ccc_hostkeys
+import ccc_moves
+import ccc_node_record
+import ccc_pillar
+import ccc_pins
+import ccc_resolver
+import ccc_rules
+import ccc_safefs
+import ccc_swap
+import ccc_userdirs
+
+log = logging.getLogger(__name__)
+# Pin mounts are made one at a time: the first one of a node mounts the pin tmpfs itself, and
+# two threads must not both find it missing (``ccc_pins.ensure_tree``).
+_PIN_LOCK = threading.Lock()
+
+
+def _failure(comment, changes=None):
+    return {"result": False, "changes": changes or {}, "comment": comment}
+
+
+def _join(comment, notes):
+    return comment if not notes else comment + "; " + "; ".join(notes)
+
+
+def apply(client, cluster, node, resolution, test=False):
+    """
+    Make Docker match one resolution; ``node``: the node settings (``binds_dir``, where the pin
+    sets live). An interrupted recreate of the stack is settled first (``ccc_swap.settle``).
+    """
+    try:
+        attrs, settled = ccc_swap.settle(client, resolution["stack"], resolution["action"] != "remove", test)
+        return ccc_swap.with_settled(_apply(client, cluster, node, resolution, attrs, test), settled, test)
+    except ccc_engine.ENGINE_ERRORS as exc:
+        message = f"{ccc_engine.ENGINE_DOWN} (the admins were told)"
+        if not test and resolution["node"] in (resolution.get("placement") or []):
+            _note_here(cluster, resolution, running=False, error=message)
+            text = f"NOT deployed on {resolution['node']}: {message}"
+            kept = _kept_elsewhere(cluster, resolution)
+            if kept:  # the other node's report may land first: both say where it still runs
+                text += f"; still running on {', '.join(kept)} until then"
+            ccc_feedback.write_report(resolution, text, ccc_pillar.file_owner(cluster))
+        return _failure(f"{resolution['stack']}: {message}: {exc}")
+
+
+def _apply(client, cluster, node, resolution, attrs, test):
+    """``attrs``: the container named ``<stack>`` once an interrupted recreate is settled."""
+    stack = resolution["stack"]
+    if attrs is not None and not ccc_node_record.is_managed(client, attrs):
+        return _failure(f"a container named {stack!r} exists but is not managed by ccc-salt; not touching it")
+    if resolution["action"] == "hold":
+        if not test:
+            ccc_feedback.write_report(resolution, "NOT deployed: " + resolution["reason"], ccc_pillar.file_owner(cluster))
+        return _failure("; ".join((resolution["admin_errors"] or [resolution["reason"]]) + list(resolution["notes"])))
+    if resolution["action"] == "remove":
+        return _remove(client, cluster, node, resolution, attrs, test)
+    return _run(client, cluster, node, resolution, attrs, test)
+
+
+# --------------------------------------------------------------------------------------------
+# run
+
+
+def pin_spec(binds_dir, spec, create):
+    """
+    The spec as Docker gets it, every pinned mount's source replaced by its pin folder, and the
+    id of that pin set: ``(pinned spec, set id)``.
+
+    The pin set id (sources and their inodes) is part of the sources, so the spec hash changes
+    when a user replaced a folder. ``create`` false only checks the sources (test mode).
+    Raises ``ccc_safefs.UnsafePath`` / ``FileNotFoundError`` for a bad or missing source.
+    """
+    pins = [m["pin"] for m in spec["mounts"] if m.get("pin")]
+    set_id, identity = ccc_pins.identify(pins)
+    if create:
+        with _PIN_LOCK:
+            ccc_pins.ensure(binds_dir, spec["name"], pins, set_id, identity)
+    base = ccc_pins.set_dir(binds_dir, spec["name"], set_id)
+    mounts = []
+    for mount in spec["mounts"]:
+        mount = dict(mount)
+        pin = mount.pop("pin", None)
+        if pin:
+            mount["source"] = os.path.join(base, pin["name"])
+        mounts.append(mount)
+    pinned = dict(spec, mounts=mounts, labels=dict(spec["labels"]))
+    pinned["labels"][ccc_rules.SPEC_HASH_LABEL] = ccc_resolver.spec_hash(pinned)
+    return pinned, set_id
+
+
+def _prepare(cluster, node, resolution, test):
+    """Folders, host keys and pins for a ``run``; returns ``(pinned spec, pin set id, created folders)``."""
+    spec = resolution["spec"]
+    if test:
+        return (*pin_spec(node["binds_dir"], spec, create=False), [])
+    created = ccc_userdirs.ensure_directories(resolution["directories"])
+    sshd_data = cluster["mount_points"]["local"]["sshd_data"]
+    if ccc_hostkeys.ensure(sshd_data, cluster["state_dir"], spec["name"], (cluster.get("host_keys") or {}).get("rsa_bits", 3072)):
+        created.append(ccc_hostkeys.node_dir(sshd_data, spec["name"]))
+    pinned, set_id = pin_spec(node["binds_dir"], spec, create=True)
+    missing = [m["source"] for m in pinned["mounts"] if not os.path.exists(m["source"])]
+    if missing:
+        raise FileNotFoundError(f"missing on this node (storage not mounted?): {', '.join(missing)}")
+    return pinned, set_id, created
+
+
+def _run(client, cluster, node, resolution, attrs, test):
+    """Create or recreate (only when the spec hash changed), start, reattach networks."""
+    stack, owner = resolution["stack"], ccc_pillar.file_owner(cluster)
+    try:
+        spec, set_id, created_dirs = _prepare(cluster, node, resolution, test)
+    except ccc_safefs.UnsafePath as exc:
+        if not test:
+            ccc_feedback.write_report(resolution, f"NOT deployed: {exc.strerror}. A folder of yours is replaced by "
+                                      "something else; put the real folder back (the container keeps running as it was)",
+                                      owner)
+            if not ccc_engine.running(attrs):  # a running copy here stays what the markers say
+                _note_here(cluster, resolution, running=False, error="a user folder is not a real folder")
+        return _failure(f"{stack}: refusing a user path: {exc.strerror}")
+    except FileNotFoundError as exc:
+        if not test:
+            ccc_feedback.write_report(resolution, "NOT deployed: the node's storage is not ready (the admins were told)",
+                                      owner)
+        return _failure(f"{stack}: {exc}")
+    if test:
+        return _test_run(resolution, spec, attrs)
+    changes = {"directories": created_dirs} if created_dirs else {}
+    ccc_feedback.store_settings(resolution, owner, changes)
+    try:
+        outcome = ccc_swap.run(client, spec, attrs, changes)
+    except ccc_engine.docker.errors.APIError as exc:
+        message = f"Docker refused the container, nothing was changed: {exc.explanation or exc}"
+        resolution = dict(resolution, user_messages=resolution["user_messages"] + [message])
+        ccc_feedback.write_report(resolution, "NOT deployed: " + message, owner)
+        if not ccc_engine.running(ccc_engine.inspect(client, stack)):
+            _note_here(cluster, resolution, running=False, error="Docker refused the container")
+        return _failure(f"{stack}: {message}", changes)
+    # Only the container named STACK_NAME is left now, running ``spec``: its set stays, the rest go.
+    ccc_pins.release(node["binds_dir"], stack, keep={set_id})
+    ccc_feedback.write_report(resolution, outcome, owner, changed=bool(changes))
+    notes = list(resolution["notes"])
+    if resolution["settings_status"] == "rejected":
+        notes.append("user settings rejected: " + "; ".join(resolution["user_messages"][1:]))
+    result = {"result": True, "changes": changes, "comment": _join(f"{stack}: {outcome} ({resolution['reason']})", notes)}
+    kept = _note_here(cluster, resolution, running=True)
+    if kept:
+        result["announce"] = kept  # nodes keeping an old copy: they remove it when told
+    return result
+
+
+def _test_run(resolution, spec, attrs):
+    changes = {}
+    if attrs is None:
+        changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
+    elif ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) != spec["labels"][ccc_rules.SPEC_HASH_LABEL]:
+        changes["recreated"] = ccc_engine.spec_diff(ccc_engine.spec_of_container(attrs), spec)
+    elif not ccc_engine.running(attrs):
+        changes["started"] = True
+    comment = f"{resolution['stack']}: would be {', '.join(changes) or 'left as it is'} ({resolution['reason']})"
+    return {"result": None if changes else True, "changes": changes, "comment": _join(comment, resolution["notes"])}
+
+
+# --------------------------------------------------------------------------------------------
+# remove
+
+
+def _remove(client, cluster, node, resolution, attrs, test):
+    """Not placed here, or DISABLED: remove it (a move keeps it until the new node runs it)."""
+    if attrs is not None and resolution.get("placement") and not resolution["reason"].startswith("DISABLED"):
+        kept = _keep_for_move(cluster, resolution, test)
+        if kept is not None:
+            return kept
+    stack = resolution["stack"]
+    changes = {}
+    if attrs is not None:
+        changes["removed"] = {"reason": resolution["reason"]}
+        if not test:
+            ccc_engine.stop_and_remove(client, attrs)
+    if not test:
+        ccc_pins.release(node["binds_dir"], stack)
+    if resolution.get("purge"):
+        existing = ccc_userdirs.existing(purge_paths(cluster, resolution))
+        if existing:
+            changes["purged"] = [ccc_userdirs.display(entry) for entry in existing]
+            if not test:
+                ccc_userdirs.remove(existing)
+    if resolution["reason"].startswith("DISABLED") and not test and not resolution.get("purge"):
+        ccc_feedback.write_report(resolution, "removed: the administrators disabled this container", ccc_pillar.file_owner(cluster))
+    if not test:
+        ccc_moves.clear(cluster["state_dir"], stack, resolution["node"])
+    comment = f"{stack}: not on this node ({resolution['reason']})"
+    if changes:
+        comment = f"{stack}: {'would be' if test else 'was'} {' and '.join(changes)} ({resolution['reason']})"
+    return {"result": None if (test and changes) else True, "changes": changes, "comment": comment}
+
+
+def purge_paths(cluster, resolution):
+    """
+    What PURGE_USER_DATA deletes for one stack, as ``{"root", "parts"}`` entries: its home
+    (unless another active stack of the user shares it), its settings files, its node-local SSD
+    folder and its last accepted settings. Each is reached from its storage root without
+    following links, so nothing outside the user's own folders can be named.
+    """
+    record = resolution["record"]
+    stack, email = record["STACK_NAME"], record["USER_EMAIL"]
+    user_data = cluster["mount_points"]["nfs"]["user_data"]
+    storage = record.get("STORAGE_NAME") or stack
+    entries = [{"root": user_data, "parts": [email, "container-settings", f"{stack}{suffix}"]}
+               for suffix in (".yml", ".deploy", ".status", ".env-backup")]
+    if storage not in resolution.get("storage_in_use", []):
+        entries.append({"root": user_data, "parts": [email, storage]})
+    # The image keeps ~/.cache and ~/.services of this container under <ssd>/<email>/<STACK_NAME>.
+    entries.append({"root": cluster["mount_points"]["local"]["ssd_data"], "parts": [email, stack]})
+    last_good = resolution["paths"]["last_good_file"]
+    entries.append({"root": os.path.dirname(last_good), "parts": [os.path.basename(last_good)]})
+    return entries
+
+
+# --------------------------------------------------------------------------------------------
+# make-before-break moves (``ccc_moves`` markers in the shared state dir)
+
+
+def _settings_since(resolution):
+    """When the user last saved the settings file (0 without one): a move is confirmed only by
+    a marker written after it."""
+    paths = resolution.get("paths") or {}
+    if not paths.get("settings_folder") or resolution.get("settings_status") != "applied":
+        return 0  # no file, or a rejected one: the placement is the one already accepted
+    return ccc_userdirs.mtime(paths["settings_folder"], os.path.basename(paths["settings_file"])) or 0
+
+
+def _note_here(cluster, resolution, running, error=None):
+    """Write this node's marker for the stack when it changed; returns the nodes outside the
+    placement that still keep a copy (best effort: the shared storage may be away)."""
+    stack, here = resolution["stack"], resolution["node"]
+    try:
+        markers = ccc_moves.read(cluster["state_dir"], stack)
+        if ccc_moves.needs_note(markers.get(here), running, error, _settings_since(resolution)):
+            ccc_moves.write(cluster["state_dir"], stack, here, running, error)
+    except OSError as exc:
+        log.warning("cannot record the state of %s on %s: %s", stack, here, exc)
+        return []
+    return ccc_moves.kept_elsewhere(markers, resolution.get("placement") or []) if running else []
+
+
+def _kept_elsewhere(cluster, resolution):
+    """Nodes outside the placement that still run the stack (best effort)."""
+    try:
+        return ccc_moves.kept_elsewhere(ccc_moves.read(cluster["state_dir"], resolution["stack"]),
+                                        resolution.get("placement") or [])
+    except OSError:
+        return []
+
+
+def _keep_for_move(cluster, resolution, test):
+    """
+    Make-before-break: the container is placed on other nodes; keep this copy running until
+    one of them reports it running for the current settings. Returns the outcome when the
+    copy is kept, None when it may go.
+    """
+    stack, here, placement = resolution["stack"], resolution["node"], resolution["placement"]
+    ok, why = ccc_moves.confirmed(ccc_moves.read(cluster["state_dir"], stack), placement, here,
+                                  _settings_since(resolution))
+    if ok:
+        return None
+    comment = f"{stack}: {'would be' if test else 'is'} kept running on {here} until {', '.join(placement)} runs it: {why}"
+    if not test:
+        ccc_moves.write(cluster["state_dir"], stack, here, True, kept=True)
+        ccc_feedback.write_report(resolution, f"still running on {here}: moving to {', '.join(placement)}, where {why}",
+                                  ccc_pillar.file_owner(cluster))
+    return {"result": True, "changes": {}, "comment": comment}

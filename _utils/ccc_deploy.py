@@ -1,0 +1,64 @@
+"""
+A run over many containers: read the shared inputs once, then plan and apply each selected
+container, several at a time.
+
+Why this shape: a first deploy is dominated by waits outside Python (SSH host key generation,
+Docker creating and starting containers), so containers are applied concurrently by a bounded
+thread pool (``ccc:node:create_parallelism``, default 4), each thread with its own Docker client.
+Planning stays one-way: ``ccc_plan.read_inputs`` once for the run, ``ccc_plan.plan`` once per
+container, ``ccc_apply.apply`` once per container; images are pulled once per run however many
+containers use them (``ccc_images``). The state ``ccc_container.deployed`` runs this before the
+per-container ``ccc_container.running`` states, which only report each container's outcome from
+the state run's ``__context__`` (same state IDs, results, comments and changes as when each
+container was applied by its own state). The node record is updated under its lock
+(``ccc_node_record``), pin mounts are made one at a time (``ccc_apply``), and every stack's
+swap touches only that stack's containers, so concurrency changes nothing a container sees.
+"""
+
+import concurrent.futures
+import logging
+
+import ccc_apply
+import ccc_plan
+
+log = logging.getLogger(__name__)
+
+
+def parallelism(node):
+    """``ccc:node:create_parallelism`` (``ccc_pillar.node_settings``): how many containers a run
+    applies at once; a whole number of at least 1."""
+    value = node["create_parallelism"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"ccc:node:create_parallelism must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def failed(stack, exc):
+    """The outcome of a container whose apply raised: it fails alone, with the reason."""
+    return {"result": False, "changes": {}, "comment": f"{stack}: {type(exc).__name__}: {exc}"}
+
+
+def deploy(inputs, stacks, clients, test=False, workers=1):
+    """
+    Plan and apply ``stacks`` (in any order, at most ``workers`` at a time) with the inputs read
+    once (``ccc_plan.read_inputs``); ``clients()`` gives each thread its Docker client.
+    Returns ``{STACK_NAME: outcome}`` in the order of ``stacks``; one container's failure,
+    whatever it is, never stops the others.
+    """
+    stacks = list(dict.fromkeys(stacks))
+
+    def one(stack):
+        resolution = ccc_plan.plan(inputs, stack)
+        return ccc_apply.apply(clients(), inputs.cluster, inputs.node, resolution, test=test)
+
+    outcomes = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(stacks))),
+                                               thread_name_prefix="ccc-deploy") as pool:
+        futures = {stack: pool.submit(one, stack) for stack in stacks}
+        for stack, future in futures.items():
+            try:
+                outcomes[stack] = future.result()
+            except Exception as exc:  # noqa: BLE001 - reported as this container's failure
+                log.exception("applying %s failed", stack)
+                outcomes[stack] = failed(stack, exc)
+    return outcomes

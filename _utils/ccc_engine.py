@@ -1,0 +1,241 @@
+"""
+The Docker engine side, one call at a time: a client for the node's engine, a spec turned into
+``create_container`` arguments, an existing container turned back into a spec (for readable
+diffs), networks, and creating/removing containers together with the node's record of them
+(``ccc_node_record``).
+
+Everything takes a ``docker.DockerClient`` and plain data, so tests drive it against a real
+``dockerd`` without Salt. The Docker SDK is optional at import time: the execution module
+reports its absence (``docker is None``).
+"""
+
+import threading
+
+import ccc_node_record
+import ccc_redact
+import ccc_rules
+
+try:
+    import docker
+    import docker.errors
+    import docker.types
+    import requests.exceptions
+except ImportError:  # pragma: no cover - reported by the execution module's __virtual__
+    docker = None
+
+API_VERSION = "1.41"
+STOP_TIMEOUT = 10
+# A Docker engine that does not answer (stopped, restarting, socket gone).
+ENGINE_ERRORS = (requests.exceptions.ConnectionError, requests.exceptions.Timeout) if docker else ()
+ENGINE_DOWN = "the Docker engine of this node does not answer"
+
+
+def client(node):
+    """
+    A Docker client for this node's engine (``ccc:node:docker_url``) that carries the node's
+    state dir, where the record of the containers this role created lives: every managed-container
+    check needs it. Creating one does not contact the engine. Not thread-safe: one per thread.
+    """
+    made = docker.DockerClient(base_url=node["docker_url"], version=API_VERSION, timeout=120)
+    made.ccc_state_dir = node["state_dir"]
+    return made
+
+
+class Clients:
+    """
+    ``clients()`` -> the calling thread's client for one node (``client``): the SDK's clients
+    share a connection pool that is not meant for several threads. ``close`` closes them all.
+    """
+
+    def __init__(self, node):
+        self.node = node
+        self._local = threading.local()
+        self._made = []
+        self._lock = threading.Lock()
+
+    def __call__(self):
+        made = getattr(self._local, "client", None)
+        if made is None:
+            made = self._local.client = client(self.node)
+            with self._lock:
+                self._made.append(made)
+        return made
+
+    def close(self):
+        with self._lock:
+            made, self._made = self._made, []
+        for each in made:
+            each.close()
+        self._local = threading.local()
+
+
+def inspect(client, name):
+    """Inspect data of a container by name or id, ``None`` when there is none."""
+    try:
+        return client.api.inspect_container(name)
+    except docker.errors.NotFound:
+        return None
+
+
+def labels(attrs):
+    return (attrs.get("Config") or {}).get("Labels") or {}
+
+
+def running(attrs):
+    return bool(attrs and (attrs.get("State") or {}).get("Running"))
+
+
+def attached_networks(attrs):
+    return set(((attrs.get("NetworkSettings") or {}).get("Networks") or {}).keys())
+
+
+def create_kwargs(client, spec):
+    """Translate a spec into ``APIClient.create_container`` arguments."""
+    mounts = [
+        docker.types.Mount(target=m["target"], source=m["source"], type="bind", read_only=m["read_only"],
+                           propagation=m.get("propagation"))
+        for m in spec["mounts"]
+    ]
+    device_requests = []
+    if spec["device_ids"]:
+        device_requests.append(docker.types.DeviceRequest(
+            driver="nvidia", device_ids=list(spec["device_ids"]), capabilities=[["gpu"]],
+        ))
+    host_config = client.api.create_host_config(
+        mounts=mounts,
+        shm_size=spec["shm_size"],
+        restart_policy={"Name": spec["restart_policy"]},
+        privileged=spec["privileged"],
+        security_opt=spec["security_opt"] or None,
+        device_requests=device_requests or None,
+        runtime=spec["runtime"],
+        network_mode=spec["networks"][0],
+        cap_drop=spec.get("cap_drop") or None,
+        pids_limit=spec.get("pids_limit"),
+    )
+    return {
+        "image": spec["image"],
+        "hostname": spec["hostname"],
+        "environment": [f"{key}={value}" for key, value in spec["environment"].items()],
+        "labels": spec["labels"],
+        "ports": [int(port) for port in spec["exposed_ports"]],
+        "host_config": host_config,
+        "networking_config": client.api.create_networking_config(
+            {spec["networks"][0]: client.api.create_endpoint_config()}
+        ),
+    }
+
+
+def spec_of_container(attrs):
+    """The comparable parts of an existing container, shaped like a spec (for readable diffs)."""
+    config = attrs.get("Config") or {}
+    host = attrs.get("HostConfig") or {}
+    env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
+    requests = host.get("DeviceRequests") or []
+    return {
+        "image": config.get("Image"),
+        "hostname": config.get("Hostname"),
+        "environment": env,
+        "labels": config.get("Labels") or {},
+        "mounts": [
+            {"source": m.get("Source"), "target": m.get("Target"), "read_only": bool(m.get("ReadOnly")),
+             **({"propagation": m["BindOptions"]["Propagation"]} if (m.get("BindOptions") or {}).get("Propagation") else {})}
+            for m in host.get("Mounts") or []
+        ],
+        "networks": sorted(attached_networks(attrs)),
+        "exposed_ports": sorted(int(p.split("/")[0]) for p in (config.get("ExposedPorts") or {})),
+        "shm_size": host.get("ShmSize"),
+        "restart_policy": (host.get("RestartPolicy") or {}).get("Name"),
+        "privileged": bool(host.get("Privileged")),
+        "security_opt": host.get("SecurityOpt") or [],
+        "cap_drop": sorted(host.get("CapDrop") or []),
+        "pids_limit": host.get("PidsLimit") or None,
+        "device_ids": [i for r in requests for i in (r.get("DeviceIDs") or [])],
+        "runtime": host.get("Runtime") if host.get("Runtime") not in ("runc", None) else None,
+    }
+
+
+def spec_diff(old, new):
+    """
+    A readable diff between an existing container (``spec_of_container``) and the wanted spec,
+    secrets masked (``ccc_redact``): state changes end up in job caches and event buses.
+    """
+    diff = {}
+    for key in new:
+        if key == "name":
+            continue
+        before, after = old.get(key), new[key]
+        if key in ("environment", "labels"):
+            changed = {}
+            for name in sorted(set(after) | {k for k in before or {} if k.startswith(("frp.", "ccc"))}):
+                was, will = (before or {}).get(name), after.get(name)
+                if name != ccc_rules.SPEC_HASH_LABEL and was != will:
+                    changed[name] = {"old": was, "new": will}
+            if changed:
+                diff[key] = changed
+        elif key in ("networks", "exposed_ports"):
+            if sorted(before or []) != sorted(after):
+                diff[key] = {"old": sorted(before or []), "new": sorted(after)}
+        elif before != after:
+            diff[key] = {"old": before, "new": after}
+    return ccc_redact.redact(diff)
+
+
+def create_recorded(client, name, spec):
+    """
+    Create a container and record it at once: it is ours even if this run dies before the swap.
+    Its name is recorded before the create (a first run also adopts the labelled containers
+    then, before this one exists), so one created by a run killed before its id was recorded
+    still counts as ours (``ccc_node_record.is_managed``) and the next apply removes it
+    (``ccc_swap.settle``).
+    """
+    marker = ccc_node_record.CREATING + name
+    ccc_node_record.change(client, add=[marker])
+    try:
+        created = client.api.create_container(name=name, **create_kwargs(client, spec))
+    except Exception:
+        ccc_node_record.change(client, drop=[marker])
+        raise
+    try:
+        ccc_node_record.change(client, add=[created["Id"]], drop=[marker])
+    except Exception:
+        client.api.remove_container(created["Id"], v=True, force=True)
+        raise
+    return created
+
+
+def remove_recorded(client, container_id):
+    """Remove a container this role created, and its id from the node's record."""
+    client.api.remove_container(container_id, v=True, force=True)
+    ccc_node_record.change(client, drop=[container_id])
+
+
+def stop_and_remove(client, attrs):
+    """Stop (politely, ``STOP_TIMEOUT``) and remove a container this role created."""
+    if running(attrs):
+        client.api.stop(attrs["Id"], timeout=STOP_TIMEOUT)
+    remove_recorded(client, attrs["Id"])
+
+
+def ensure_network(client, name, definition, test=False):
+    """
+    Make sure a Docker network exists; create it as a bridge from its pillar definition
+    (``ccc:cluster:networks:<name>``). Returns ``"present"``, ``"created"`` or ``"would be created"``.
+    """
+    if any(network["Name"] == name for network in client.api.networks(names=[name])):
+        return "present"
+    if test:
+        return "would be created"
+    ipam = None
+    if definition.get("subnet"):
+        pool = docker.types.IPAMPool(subnet=definition["subnet"], gateway=definition.get("gateway"))
+        ipam = docker.types.IPAMConfig(pool_configs=[pool])
+    options = {}
+    if definition.get("bridge_name"):
+        options["com.docker.network.bridge.name"] = definition["bridge_name"]
+    client.api.create_network(
+        name, driver="bridge", internal=bool(definition.get("internal")), ipam=ipam,
+        options=options or None,
+        labels={ccc_rules.MANAGED_BY_LABEL: ccc_rules.MANAGED_BY_VALUE},
+    )
+    return "created"

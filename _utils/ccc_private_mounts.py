@@ -1,0 +1,59 @@
+"""
+Live private data groups: each running container's granted groups mounted inside its own
+``private`` pin (seen through its ``rslave`` ``/storage/private``), revoked ones unmounted,
+without recreating the container; pin sets of stacks with no managed container released.
+"""
+
+import logging
+import os
+
+import ccc_engine
+import ccc_node_record
+import ccc_pins
+import ccc_safefs
+
+log = logging.getLogger(__name__)
+
+
+def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
+    """
+    Make the mounts match ``wanted`` (STACK_NAME -> groups), undo the earlier version's mounts
+    on user paths, release unused pin sets. Returns the changes: ``mounted``, ``unmounted``,
+    ``released``, ``refused`` (a group whose mount point a user replaced), each only when non-empty.
+    """
+    nfs = cluster["mount_points"]["nfs"]
+    changes = {"mounted": [], "unmounted": [], "released": [], "refused": []}
+    for point in ccc_pins.legacy_private_mounts(nfs["user_data"]):
+        changes["unmounted"].append(point)
+        if not test:
+            _unmount_user_path(nfs["user_data"], point)
+    containers = ccc_node_record.managed_containers(client)
+    points = set(ccc_safefs.mount_points())
+    for stack, summary in sorted(containers.items()):
+        attrs = ccc_engine.inspect(client, summary["Id"]) if summary.get("State") == "running" else None
+        private_dir = ccc_pins.private_pin(attrs) if attrs else None
+        if not private_dir or not private_dir.startswith(os.path.join(binds_dir, "")) or private_dir not in points:
+            continue
+        done = ccc_pins.reconcile_groups(private_dir, nfs["private_data"], wanted.get(stack, []), owner, test, points)
+        for key, value in done.items():
+            changes[key].extend(value)
+    for stack in ccc_pins.pinned_stacks(binds_dir):
+        if stack not in containers:
+            changes["released"].append(stack)
+            if not test:
+                ccc_pins.release(binds_dir, stack)
+    return {key: value for key, value in changes.items() if value}
+
+
+def _unmount_user_path(root, point):
+    """Unmount a mount point below a user folder, reached without following links."""
+    parts = point[len(os.path.join(root, "")):].split("/")
+    try:
+        fd = ccc_safefs.walk(root, parts)
+    except (FileNotFoundError, ccc_safefs.UnsafePath) as exc:
+        log.warning("not unmounting %s: %s", point, exc)
+        return
+    try:
+        ccc_safefs.unmount_fd(fd)
+    finally:
+        os.close(fd)

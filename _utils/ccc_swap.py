@@ -1,0 +1,156 @@
+"""
+Crash-safe creates and recreates: the container named STACK_NAME is replaced only once its
+successor has started, and a run killed at any step is finished or undone by the next one.
+
+A recreate creates ``<stack>.ccc-new`` (recorded before and after the create), stops the old
+container and renames it ``<stack>.ccc-old``, renames the new one ``<stack>`` and starts it, and
+only then removes the old one; a spec Docker refuses to start puts the old container back.
+Every apply first settles what a killed run left (``settle``): once the new container has
+started the swap is finished, before that it is undone, so the last good container is never
+lost and ``.ccc-new``/``.ccc-old`` never outlive an apply.
+"""
+
+import logging
+
+import ccc_engine
+import ccc_node_record
+import ccc_rules
+
+log = logging.getLogger(__name__)
+
+NEVER_STARTED = "0001-01-01T00:00:00Z"  # Docker's State.StartedAt of a container never started
+
+
+def _ever_started(attrs):
+    state = attrs.get("State") or {}
+    return bool(state.get("Running")) or state.get("StartedAt", NEVER_STARTED) not in ("", NEVER_STARTED)
+
+
+def plan(real, new, old):
+    """
+    How to finish or undo a recreate that a killed run left half done, from ``<stack>`` (``real``)
+    and its managed leftovers: ``(containers to remove, container to rename back to <stack>)``.
+    Once the new container has started the swap is finished (the old one goes, as the swap would
+    have removed it); before that it is undone. A ``.ccc-new`` never ran as the real one: it
+    always goes.
+    """
+    if old is not None and (real is None or not _ever_started(real)):
+        return [attrs for attrs in (new, real) if attrs is not None], old
+    return [attrs for attrs in (new, old) if attrs is not None], None
+
+
+def settle(client, stack, start, test):
+    """
+    Finish or undo a swap of ``stack`` that a killed run left half done (``plan``), first in
+    every apply. ``start``: start a container renamed back (the swap had stopped it; not when
+    removing). Returns ``(attrs of <stack> once settled, what was done)``; a test run only says
+    what it would do, with the container that would then be ``<stack>``.
+    """
+    new_name, old_name = ccc_node_record.swap_names(stack)
+    recorded = ccc_node_record.recorded_ids(client)
+    real, new, old = (ccc_engine.inspect(client, name) for name in (stack, new_name, old_name))
+    if real is not None and not ccc_node_record.is_managed(client, real, recorded):
+        return real, {}  # not ours: the apply refuses, and leaves this stack's leftovers alone too
+    new, old = (attrs if attrs is not None and ccc_node_record.is_managed(client, attrs, recorded) else None
+                for attrs in (new, old))
+    remove, restore = plan(real, new, old)
+    done = {"removed": sorted(ccc_node_record.name(attrs) for attrs in remove)} if remove else {}
+    if restore is not None:
+        done["restored"] = f"{old_name} as {stack}" + (", started" if start and not ccc_engine.running(restore) else "")
+    if test:
+        return (restore if restore is not None else real), done
+    for attrs in remove:
+        ccc_engine.stop_and_remove(client, attrs)
+    if ccc_node_record.CREATING + new_name in recorded:
+        ccc_node_record.change(client, drop=[ccc_node_record.CREATING + new_name])  # its create was cut short
+    if restore is not None:
+        _restore(client, stack, restore, start, done)
+    if done:
+        log.warning("%s: settled a recreate that a killed run left half done: %s", stack, done)
+    return (ccc_engine.inspect(client, stack) if done else real), done
+
+
+def _restore(client, stack, old, start, done):
+    client.api.rename(old["Id"], stack)
+    if start and not ccc_engine.running(old):
+        try:
+            client.api.start(old["Id"])
+        except ccc_engine.docker.errors.APIError as exc:  # e.g. its pins are gone (reboot): the apply goes on
+            log.warning("could not start %s again after undoing its interrupted recreate: %s", stack, exc)
+            done["restored"] = f"{ccc_node_record.swap_names(stack)[1]} as {stack}, not started: {exc.explanation or exc}"
+
+
+def with_settled(result, settled, test):
+    """An apply's result, with the settling of an interrupted recreate among its changes."""
+    if not settled:
+        return result
+    verb = "would settle" if test else "settled"
+    note = f"{verb} an interrupted recreate: {settled}"
+    return dict(result, changes=dict(result["changes"], swap_settled=settled),
+                comment=f"{result['comment']}; {note}",
+                result=None if test and result["result"] is True else result["result"])
+
+
+def run(client, spec, attrs, changes):
+    """
+    Make the container ``spec["name"]`` run ``spec`` (``attrs``: the settled current one, or
+    None): start it or reattach networks when its spec hash matches, else create it or swap in
+    a new one. Records what it did in ``changes``; returns the sentence for the user's report.
+    Raises ``docker.errors.APIError`` when Docker refuses, with the old container running as before.
+    """
+    if attrs is not None and ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) == spec["labels"][ccc_rules.SPEC_HASH_LABEL]:
+        return _refresh(client, spec, attrs, changes)
+    new_name = ccc_node_record.swap_names(spec["name"])[0]  # no leftovers: ``settle`` ran first
+    created = ccc_engine.create_recorded(client, new_name, spec)
+    try:
+        for network in spec["networks"][1:]:
+            client.api.connect_container_to_network(created["Id"], network)
+    except ccc_engine.docker.errors.APIError:
+        ccc_engine.remove_recorded(client, created["Id"])
+        raise
+    if attrs is None:
+        try:
+            client.api.rename(created["Id"], spec["name"])
+            client.api.start(created["Id"])
+        except ccc_engine.docker.errors.APIError:
+            ccc_engine.remove_recorded(client, created["Id"])
+            raise
+        changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
+        return "created and started"
+    _swap(client, spec["name"], created, attrs)
+    changes["recreated"] = ccc_engine.spec_diff(ccc_engine.spec_of_container(attrs), spec)
+    return "recreated with the new settings"
+
+
+def _refresh(client, spec, attrs, changes):
+    """The container already has the wanted spec: reattach missing networks, start it if stopped."""
+    missing = [net for net in spec["networks"] if net not in ccc_engine.attached_networks(attrs)]
+    for network in missing:
+        client.api.connect_container_to_network(attrs["Id"], network)
+    if missing:
+        changes["networks_reattached"] = missing
+    if not ccc_engine.running(attrs):
+        client.api.start(attrs["Id"])
+        changes["started"] = True
+        return "started (it was stopped)"
+    return "running, unchanged" if not missing else "running, networks reattached"
+
+
+def _swap(client, stack, created, old):
+    """The old container is kept (stopped, renamed) until the new one has started, so a spec
+    Docker cannot start leaves the last good container running."""
+    old_name = ccc_node_record.swap_names(stack)[1]
+    was_running = ccc_engine.running(old)
+    if was_running:
+        client.api.stop(old["Id"], timeout=ccc_engine.STOP_TIMEOUT)
+    client.api.rename(old["Id"], old_name)
+    try:
+        client.api.rename(created["Id"], stack)
+        client.api.start(created["Id"])
+    except ccc_engine.docker.errors.APIError:
+        ccc_engine.remove_recorded(client, created["Id"])
+        client.api.rename(old["Id"], stack)
+        if was_running:
+            client.api.start(old["Id"])
+        raise
+    ccc_engine.remove_recorded(client, old["Id"])

@@ -1,0 +1,212 @@
+"""A run over many containers without Docker (``ccc_deploy``, ``ccc_images``, ``ccc_keys``,
+``ccc_hostkeys``): images looked up and pulled once per run however many containers and threads
+ask, at most ``create_parallelism`` containers at once, one container's failure never another's,
+GitHub keys falling back to the node's cached copy, and host keys sshd can read."""
+
+import logging
+import os
+import shutil
+import stat
+import subprocess
+import threading
+import time
+import urllib.error
+
+import docker.errors
+import pytest
+
+import ccc_apply
+import ccc_deploy
+import ccc_hostkeys
+import ccc_images
+import ccc_keys
+import ccc_pillar
+import ccc_plan
+
+
+@pytest.fixture(autouse=True)
+def deploy_log(caplog, monkeypatch):
+    """ccc_deploy's log goes to caplog only, not to Salt's deferred handler (printed at exit)."""
+    logger = logging.getLogger("ccc_deploy")
+    monkeypatch.setattr(logger, "propagate", False)
+    monkeypatch.setattr(logger, "handlers", [caplog.handler])
+
+
+class FakeImages:
+    """``client.images`` of an engine that has ``present`` and can pull ``pullable`` (slowly)."""
+
+    def __init__(self, present=(), pullable=()):
+        self.present, self.pullable = set(present), set(pullable)
+        self.gets, self.pulls = [], []
+        self.lock = threading.Lock()
+
+    def get(self, ref):
+        with self.lock:
+            self.gets.append(ref)
+            if ref not in self.present:
+                raise docker.errors.ImageNotFound(ref)
+        return type("Image", (), {"id": f"sha256:{ref}", "attrs": {"Config": {"Labels": {"from": ref}}}})()
+
+    def pull(self, repository, tag=None, auth_config=None):
+        time.sleep(0.05)  # long enough for every other thread to ask meanwhile
+        ref = f"{repository}:{tag}"
+        with self.lock:
+            self.pulls.append((ref, auth_config))
+            if ref not in self.pullable:
+                raise docker.errors.APIError(f"pull access denied for {repository}")
+            self.present.add(ref)
+        return self.get(ref)
+
+
+def ask_from_threads(lookup, refs, threads=8):
+    answers = []
+    barrier = threading.Barrier(threads)
+
+    def ask(ref):
+        barrier.wait()
+        answers.append((ref, lookup(ref, True)))
+
+    workers = [threading.Thread(target=ask, args=(refs[i % len(refs)],)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return answers
+
+
+def test_each_image_is_pulled_once_per_run_however_many_containers_ask_at_once():
+    images = FakeImages(present={"lab/base:1"}, pullable={"lab/new:2"})
+    client = type("Client", (), {"images": images})()
+    lookup = ccc_images.ImageLookup(lambda: client, pull=True)
+    answers = ask_from_threads(lookup, ["lab/new:2", "lab/base:1"], threads=8)
+    assert images.pulls == [("lab/new:2", None)]
+    assert sorted(images.gets) == ["lab/base:1", "lab/new:2", "lab/new:2"]  # one look each, one after the pull
+    assert {ref: info["labels"] for ref, (info, error) in answers} == {"lab/new:2": {"from": "lab/new:2"},
+                                                                      "lab/base:1": {"from": "lab/base:1"}}
+
+
+def test_a_failed_pull_is_one_answer_for_the_whole_run_and_user_images_pull_anonymously():
+    images = FakeImages()
+    lookup = ccc_images.ImageLookup(lambda: type("Client", (), {"images": images})(), pull=True)
+    first = lookup("user/own:latest", False)
+    assert first == (None, "pull failed: pull access denied for user/own")
+    assert lookup("user/own:latest", False) == first
+    assert images.pulls == [("user/own:latest", {})]  # {}: no registry login of the node
+
+
+def test_without_pull_a_missing_image_is_only_noted():
+    lookup = ccc_images.ImageLookup(lambda: type("Client", (), {"images": FakeImages()})(), pull=False)
+    info, error = lookup("lab/base:1", True)
+    assert error is None and info["id"] is None and info["note"] == ccc_images.NOT_PULLED
+
+
+@pytest.mark.parametrize("ref, parts", [
+    ("vicoslab/ccc:base", ("vicoslab/ccc", "base")),
+    ("registry:5000/lab/img", ("registry:5000/lab/img", "latest")),
+    ("registry:5000/lab/img:7", ("registry:5000/lab/img", "7")),
+    ("lab/img@sha256:abc", ("lab/img", "sha256:abc")),
+    ("busybox", ("busybox", "latest")),
+])
+def test_image_references_split_into_repository_and_tag(ref, parts):
+    assert ccc_images.split_reference(ref) == parts
+
+
+# ---------------------------------------------------------------------------------------------
+# ccc_deploy: bounded, isolated
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "4", True, None])
+def test_create_parallelism_must_be_a_whole_number_of_at_least_one(value):
+    with pytest.raises(ValueError, match="ccc:node:create_parallelism must be a whole number of at least 1"):
+        ccc_deploy.parallelism({"create_parallelism": value})
+
+
+def test_create_parallelism_default_is_four():
+    assert ccc_deploy.parallelism(ccc_pillar.node_settings({}, "node1")) == 4
+
+
+def test_a_run_applies_at_most_workers_at_once_and_one_failure_stays_that_containers(monkeypatch, caplog):
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def plan(inputs, stack):
+        return {"stack": stack}
+
+    def apply(client, cluster, node, resolution, test=False):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.03)
+        with lock:
+            running[0] -= 1
+        if resolution["stack"] == "s3":
+            raise OSError(28, "No space left on device")
+        return {"result": True, "changes": {}, "comment": f"{resolution['stack']}: running, unchanged ({client})"}
+
+    monkeypatch.setattr(ccc_plan, "plan", plan)
+    monkeypatch.setattr(ccc_apply, "apply", apply)
+    inputs = ccc_plan.Inputs(ccc={}, cluster={}, node={}, facts=None, stored={}, notices={})
+    stacks = [f"s{index}" for index in range(10)]
+    outcomes = ccc_deploy.deploy(inputs, stacks + ["s1"], lambda: threading.current_thread().name.split("_")[0],
+                                 workers=3)
+    assert list(outcomes) == stacks  # the order of the selection, each stack once
+    assert peak[0] == 3
+    assert outcomes["s3"] == {"result": False, "changes": {}, "comment": "s3: OSError: [Errno 28] No space left on device"}
+    assert all(outcomes[stack]["result"] is True for stack in stacks if stack != "s3")
+    assert outcomes["s0"]["comment"] == "s0: running, unchanged (ccc-deploy)"  # a thread of the run's pool
+    assert "applying s3 failed" in caplog.text and "No space left on device" in caplog.text  # the traceback, for admins
+
+
+# ---------------------------------------------------------------------------------------------
+# ccc_keys: GitHub, or the node's copy
+
+
+def test_github_keys_are_cached_and_used_when_github_cannot_be_reached(tmp_path, monkeypatch):
+    good = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeSampleKeyForAnaOnly0000000000000000000 ana@laptop"
+
+    class Response:
+        def __init__(self, text):
+            self.text = text
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def read(self, limit):
+            return self.text.encode()[:limit]
+
+    monkeypatch.setattr(ccc_keys.urllib.request, "urlopen", lambda url, timeout: Response(f"{good}\nnot a key\n"))
+    cache = tmp_path / "github-keys"
+    keys = ccc_keys.github_keys_for("https://github.com/{login}.keys", True, str(cache))
+    assert keys("ana") == ([good], None)
+    assert (cache / "ana.keys").read_text() == good + "\n"
+
+    def unreachable(url, timeout):
+        raise urllib.error.URLError("timed out")
+
+    monkeypatch.setattr(ccc_keys.urllib.request, "urlopen", unreachable)
+    assert keys("ana") == ([good], "could not fetch the keys of GitHub user 'ana' (<urlopen error timed out>); "
+                                   "the keys fetched earlier are used")
+    assert keys("bor") == ([], "could not fetch the keys of GitHub user 'bor' (<urlopen error timed out>)")
+    offline = ccc_keys.github_keys_for("https://github.com/{login}.keys", False, str(cache))
+    assert offline("ana") == ([good], None) and offline("bor") == ([], None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host keys: made in-process (no ssh-keygen per key), in OpenSSH's own formats
+
+
+@pytest.mark.skipif(not shutil.which("ssh-keygen"), reason="needs ssh-keygen to read the keys back")
+def test_host_keys_are_openssh_key_pairs_of_the_usual_types(tmp_path):
+    ccc_hostkeys._generate(str(tmp_path), "box", 2048)
+    assert sorted(os.listdir(tmp_path)) == sorted(ccc_hostkeys.key_files())
+    for kind, bits in (("rsa", "2048"), ("ecdsa", "256"), ("ed25519", "256")):
+        private = tmp_path / f"ssh_host_{kind}_key"
+        assert stat.S_IMODE(private.stat().st_mode) == 0o600
+        derived = subprocess.run(["ssh-keygen", "-y", "-f", str(private)], capture_output=True, text=True, check=True)
+        public = (tmp_path / f"ssh_host_{kind}_key.pub").read_text()
+        assert public.split()[:2] == derived.stdout.split()[:2] and public.endswith(" ccc-salt box\n")
+        shown = subprocess.run(["ssh-keygen", "-l", "-f", str(private) + ".pub"], capture_output=True, text=True,
+                               check=True).stdout.split()
+        assert shown[0] == bits and shown[-1] == f"({kind.upper()})"

@@ -1,0 +1,234 @@
+"""The ``ccc_container`` states (``_states/ccc_container.py``) with a fake ``__salt__``: what an admin
+reads in ``state.apply`` output (result, changes, comment) in test mode, with nothing to do, with
+changes and on failures; and the real ``ccc_docker`` execution module against a Docker engine that
+does not answer, where every node state fails with one clean line instead of a traceback."""
+
+import importlib.util
+import pathlib
+
+import pytest
+from salt.exceptions import CommandExecutionError
+
+from support.site import sample_ccc
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DEAD_ENGINE = "unix:///nonexistent/ccc-test-docker.sock"
+
+
+def load(path, name, **dunders):
+    spec = importlib.util.spec_from_file_location(name, REPO / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for key, value in dunders.items():
+        setattr(module, f"__{key}__", value)
+    return module
+
+
+def states(salt, test=False, context=None):
+    return load("_states/ccc_container.py", "ccc_container_state", salt=salt, opts={"test": test},
+                context={} if context is None else context)
+
+
+def raises(message):
+    def function(*args, **kwargs):
+        raise CommandExecutionError(message)
+    return function
+
+
+OUTCOME = {"result": True, "changes": {"created": {"image": "img", "networks": ["lab"], "gpus": []}},
+           "comment": "box1: created and started (placed on node1)"}
+
+
+# ---------------------------------------------------------------------------------------------
+# deployed + running: one batch, each container reports in its own state
+
+
+def test_running_reports_the_outcome_the_deployed_state_applied_without_applying_again():
+    calls = []
+    salt = {"ccc_docker.deploy_many": lambda stacks, test: calls.append(("many", stacks, test)) or {
+                "box1": dict(OUTCOME), "box2": {"result": False, "changes": {}, "comment": "box2: refusing a user path"}},
+            "ccc_docker.deploy": lambda name, test: calls.append(("one", name, test))}
+    context = {}
+    module = states(salt, context=context)
+    batch = module.deployed("ccc-containers-deploy", stacks=["box1", "box2"])
+    assert batch == {"name": "ccc-containers-deploy", "result": True, "changes": {},
+                     "comment": "2 container(s) applied, 1 failed; each reports in its own state"}
+    assert module.running("box1") == {"name": "box1", **OUTCOME}
+    assert module.running("box2") == {"name": "box2", "result": False, "changes": {},
+                                      "comment": "box2: refusing a user path"}
+    assert calls == [("many", ["box1", "box2"], False)]
+    summary = module.summary("ccc-containers-summary")
+    assert summary["result"] is False and summary["comment"] == "2 container(s) processed, 1 failed\nfailed: box2"
+
+
+def test_deployed_in_test_mode_passes_test_mode_and_changes_nothing_itself():
+    seen = []
+    pending = {"result": None, "changes": {"recreated": {"shm_size": {"old": 1, "new": 2}}},
+               "comment": "box1: would be recreated (placed on node1)"}
+    module = states({"ccc_docker.deploy_many": lambda stacks, test: seen.append(test) or {"box1": pending}}, test=True)
+    batch = module.deployed("ccc-containers-deploy", stacks=["box1"])
+    assert seen == [True]
+    assert batch["result"] is True and batch["changes"] == {} and "1 container(s) checked, 0 failed" in batch["comment"]
+    assert module.running("box1") == {"name": "box1", **pending}
+
+
+def test_running_without_a_deployed_state_applies_its_container_itself():
+    module = states({"ccc_docker.deploy": lambda name, test: dict(OUTCOME, comment=f"{name}: running, unchanged",
+                                                                   changes={})})
+    assert module.running("box1") == {"name": "box1", "result": True, "changes": {}, "comment": "box1: running, unchanged"}
+    assert module.summary("s") == {"name": "s", "result": True, "changes": {}, "comment": "1 container(s) processed, 0 failed"}
+
+
+def test_a_deploy_that_raises_fails_that_container_only_and_counts_in_the_summary():
+    module = states({"ccc_docker.deploy": raises("not trusting the record of ccc-salt's containers")})
+    result = module.running("box1")
+    assert result == {"name": "box1", "result": False, "changes": {},
+                      "comment": "box1: CommandExecutionError: not trusting the record of ccc-salt's containers"}
+    assert "failed: box1" in module.summary("s")["comment"]
+
+
+def test_deployed_fails_in_one_line_when_nothing_can_be_applied_and_running_then_tries_itself():
+    module = states({"ccc_docker.deploy_many": raises("ccc:node:create_parallelism must be a whole number of at least 1, got 0"),
+                     "ccc_docker.deploy": lambda name, test: {"result": False, "changes": {}, "comment": f"{name}: no"}})
+    batch = module.deployed("ccc-containers-deploy", stacks=["box1"])
+    assert batch == {"name": "ccc-containers-deploy", "result": False, "changes": {},
+                     "comment": "ccc:node:create_parallelism must be a whole number of at least 1, got 0"}
+    assert module.running("box1")["comment"] == "box1: no"
+
+
+def test_summary_fails_on_selection_errors_even_when_every_container_passed():
+    module = states({"ccc_docker.deploy": lambda name, test: dict(OUTCOME)})
+    module.running("box1")
+    result = module.summary("s", errors=["containers filter: no container named 'nope'"])
+    assert result["result"] is False
+    assert result["comment"] == "1 container(s) processed, 0 failed\ncontainers filter: no container named 'nope'"
+
+
+# ---------------------------------------------------------------------------------------------
+# absent
+
+
+@pytest.mark.parametrize("test, outcome", [
+    (True, {"result": None, "changes": {"removed": "box1"}, "comment": "box1 would be removed"}),
+    (False, {"result": True, "changes": {"removed": "box1, box1.ccc-old"}, "comment": "box1, box1.ccc-old was removed"}),
+    (False, {"result": True, "changes": {}, "comment": "box1 is not on this node"}),
+    (False, {"result": False, "changes": {}, "comment": "a container named 'box1' exists but is not managed by ccc-salt; not touching it"}),
+])
+def test_absent_reports_the_removal_as_the_module_did_it(test, outcome):
+    seen = []
+    module = states({"ccc_docker.remove": lambda name, test: seen.append((name, test)) or dict(outcome)}, test=test)
+    assert module.absent("box1") == {"name": "box1", **outcome}
+    assert seen == [("box1", test)]
+
+
+# ---------------------------------------------------------------------------------------------
+# orphans_absent
+
+
+@pytest.mark.parametrize("test, outcome, expected", [
+    (False, {"orphans": [], "managed": 3, "refused": None}, (True, {}, "no orphaned containers")),
+    (True, {"orphans": ["gone"], "managed": 3, "refused": None}, (None, {"removed": ["gone"]}, "would remove 1 orphaned container(s)")),
+    (False, {"orphans": ["gone", "old"], "managed": 5, "refused": None},
+     (True, {"removed": ["gone", "old"]}, "removed 2 orphaned container(s)")),
+    (True, {"orphans": ["a", "b"], "managed": 2, "refused": "2 of the 2 managed containers ..."},
+     (False, {}, "refusing to remove 2 orphaned container(s) (a, b): 2 of the 2 managed containers ...")),
+])
+def test_orphans_absent(test, outcome, expected):
+    module = states({"ccc_docker.remove_orphans": lambda test: dict(outcome)}, test=test)
+    result = module.orphans_absent("ccc-containers-orphans")
+    assert (result["result"], result["changes"], result["comment"]) == expected
+
+
+def test_orphan_removal_switched_off_asks_nothing():
+    module = states({"ccc_docker.remove_orphans": raises("must not be called")})
+    assert module.orphans_absent("o", enabled=False) == {"name": "o", "result": True, "changes": {},
+                                                          "comment": "orphan removal is switched off"}
+
+
+# ---------------------------------------------------------------------------------------------
+# network_present
+
+
+@pytest.mark.parametrize("test, status, expected", [
+    (False, "present", (True, {}, "network claims exists")),
+    (True, "present", (True, {}, "network claims exists")),
+    (True, "would be created", (None, {"network": "would be created"}, "network claims would be created")),
+    (False, "created", (True, {"network": "created"}, "network claims created")),
+])
+def test_network_present(test, status, expected):
+    module = states({"ccc_docker.network_present": lambda name, test: status}, test=test)
+    result = module.network_present("claims")
+    assert (result["name"], result["result"], result["changes"], result["comment"]) == ("claims", *expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# private_mounts_managed
+
+
+@pytest.mark.parametrize("test, changes, expected", [
+    (False, {}, (True, {}, "private data mounts are in place")),
+    (True, {"mounted": ["/b/box1/s/private/lab"]}, (None, {"mounted": ["/b/box1/s/private/lab"]}, "private data mounts would change")),
+    (False, {"unmounted": ["/b/box1/s/private/lab"], "released": ["gone"]},
+     (True, {"unmounted": ["/b/box1/s/private/lab"], "released": ["gone"]}, "private data mounts changed")),
+    (False, {"mounted": ["/b/x"], "refused": ["box1: private/lab is a symbolic link"]},
+     (False, {"mounted": ["/b/x"]}, "private data mounts changed; refused (not a real folder): box1: private/lab is a symbolic link")),
+])
+def test_private_mounts_managed(test, changes, expected):
+    module = states({"ccc_docker.private_mounts": lambda test: dict(changes)}, test=test)
+    result = module.private_mounts_managed("ccc-containers-private-mounts")
+    assert (result["result"], result["changes"], result["comment"]) == expected
+
+
+def test_private_mounts_that_cannot_be_made_fail_with_the_reason():
+    def failing(test):
+        raise OSError(1, "Operation not permitted")
+    result = states({"ccc_docker.private_mounts": failing}).private_mounts_managed("m")
+    assert result == {"name": "m", "result": False, "changes": {}, "comment": "[Errno 1] Operation not permitted"}
+
+
+# ---------------------------------------------------------------------------------------------
+# The real execution module, the Docker engine down: one clean line per node state
+
+
+@pytest.fixture
+def dead_engine(tmp_path):
+    ccc = sample_ccc("node1")
+    ccc["node"].update(docker_url=DEAD_ENGINE, state_dir=str(tmp_path / "state"), binds_dir=str(tmp_path / "binds"))
+    ccc["cluster"]["mount_points"] = {"nfs": {key: str(tmp_path / key) for key in (
+        "user_data", "group_data", "apps_data", "dataset_data", "private_data")},
+        "local": {key: str(tmp_path / key) for key in ("hdd_data", "ssd_data", "sshd_data")}}
+    module = load("_modules/ccc_docker.py", "ccc_docker_module", pillar={"ccc": ccc}, grains={"id": "node1"},
+                  context={}, salt={})
+    salt = {f"ccc_docker.{name}": getattr(module, name)
+            for name in ("deploy", "deploy_many", "remove", "remove_orphans", "private_mounts", "network_present")}
+    return module, salt
+
+
+@pytest.mark.parametrize("function, name", [
+    ("network_present", "claims"), ("orphans_absent", "ccc-containers-orphans"),
+    ("private_mounts_managed", "ccc-containers-private-mounts"), ("absent", "ana-main"),
+])
+@pytest.mark.parametrize("test", [True, False])
+def test_node_states_fail_in_one_line_when_the_engine_does_not_answer(dead_engine, function, name, test):
+    _, salt = dead_engine
+    result = getattr(states(salt, test=test), function)(name)
+    assert result == {"name": name, "result": False, "changes": {},
+                      "comment": f"the Docker engine of this node does not answer ({DEAD_ENGINE})"}
+
+
+def test_containers_fail_one_by_one_with_the_reason_when_the_engine_does_not_answer(dead_engine):
+    _, salt = dead_engine
+    module = states(salt, test=True)
+    assert module.deployed("ccc-containers-deploy", stacks=["ana-main", "bor-main"])["result"] is True
+    for stack in ("ana-main", "bor-main"):
+        result = module.running(stack)
+        assert result["result"] is False
+        assert result["comment"].startswith(f"{stack}: the Docker engine of this node does not answer (the admins were told)")
+    assert module.summary("s")["comment"] == "2 container(s) processed, 2 failed\nfailed: ana-main, bor-main"
+
+
+def test_the_execution_module_raises_command_execution_error_when_the_engine_does_not_answer(dead_engine):
+    module, _ = dead_engine
+    for call in (module.managed, lambda: module.network_present("claims"), lambda: module.remove_orphans(test=True)):
+        with pytest.raises(CommandExecutionError, match="^the Docker engine of this node does not answer"):
+            call()
