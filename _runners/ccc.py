@@ -322,26 +322,29 @@ def _advance_node(record, minion, now, limits, master):
 
 def _prune(record, now, limits):
     """Forget applies outside the rate-limit window and versions older than ``VERSION_MEMORY``."""
-    for key, keep in (("users", lambda when: now - when < limits["window"]),
-                      ("versions", lambda item: now - item[1] < VERSION_MEMORY)):
-        for name, items in list(record[key].items()):
-            recent = [item for item in items if _well_formed(key, item) and keep(item)]
-            if recent:
-                record[key][name] = recent
-            else:
-                del record[key][name]
+    _keep(record["users"], lambda when: isinstance(when, (int, float)) and now - when < limits["window"])
+    _keep(record["versions"], lambda item: _is_version(item) and now - item[1] < VERSION_MEMORY)
 
 
-def _well_formed(key, item):
-    if key == "users":
-        return isinstance(item, (int, float))
+def _keep(lists, keep):
+    """Keep the items of each list of ``lists`` that pass ``keep``; drop the lists left empty."""
+    for name, items in list(lists.items()):
+        kept = [item for item in items if keep(item)]
+        if kept:
+            lists[name] = kept
+        else:
+            del lists[name]
+
+
+def _is_version(item):
+    """A ``[version, published]`` entry of the record's ``versions``."""
     return isinstance(item, list) and len(item) == 2 and isinstance(item[1], (int, float))
 
 
 def _covered(record, stack, version):
     """Whether a job published since ``version`` of the stack's settings file was reported
     covers it (the same save reported by another node)."""
-    return isinstance(version, str) and any(_well_formed("versions", item) and item[0] == version
+    return isinstance(version, str) and any(_is_version(item) and item[0] == version
                                             for item in record["versions"].get(stack) or ())
 
 

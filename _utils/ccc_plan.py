@@ -82,7 +82,7 @@ def read_inputs(ccc, minion_id, clients, pull=False, notices=None):
 def _user_files(inputs, record):
     """``(settings text, settings error, last accepted settings)`` of one container: its user's
     settings file (bounded, safe read) and its last-good copy; nothing without a valid e-mail."""
-    if not (record and record.get("USER_EMAIL") and ccc_rules.EMAIL_PATTERN.match(str(record["USER_EMAIL"]))):
+    if not (record and ccc_rules.is_email(record.get("USER_EMAIL"))):
         return None, None, None
     paths = ccc_pillar.settings_paths(inputs.cluster, record)
     text = error = None

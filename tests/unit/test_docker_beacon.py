@@ -14,6 +14,7 @@ import threading
 import time
 
 import pytest
+from support.beacons import beacon_dunders
 
 import ccc_containers
 import ccc_pillar
@@ -332,13 +333,7 @@ def test_validate_refuses(config, message):
 def salt_dunders(monkeypatch):
     """The beacon's loader dunders, with the real ``ccc_containers.settings`` on the same pillar
     (the beacon reads ccc:node:docker_url through it, as on a minion)."""
-    pillar = {}
-    monkeypatch.setattr(beacon_mod, "__context__", {}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1"}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__pillar__", pillar, raising=False)
-    monkeypatch.setattr(ccc_containers, "__pillar__", pillar, raising=False)
-    monkeypatch.setattr(ccc_containers, "__grains__", {"id": "node1"}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__salt__", {"ccc_containers.settings": ccc_containers.settings}, raising=False)
+    beacon_dunders(monkeypatch, beacon_mod, "settings")
     yield beacon_mod
     beacon_mod.close([])
 

@@ -12,6 +12,7 @@ import time
 import types
 
 import pytest
+from support.beacons import beacon_dunders
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # Salt puts _beacons/ on sys.path while it loads a beacon, so the beacon imports its private
@@ -407,16 +408,7 @@ PILLAR_CONFIG = [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state
 def salt_dunders(monkeypatch):
     """The beacon's loader dunders, with the real ``ccc_containers`` execution functions on the
     same pillar (the beacon gets its file list from them, as on a minion)."""
-    import ccc_containers
-
-    pillar = {}
-    monkeypatch.setattr(beacon_mod, "__context__", {}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1"}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__pillar__", pillar, raising=False)
-    monkeypatch.setattr(ccc_containers, "__pillar__", pillar, raising=False)
-    monkeypatch.setattr(ccc_containers, "__grains__", {"id": "node1"}, raising=False)
-    monkeypatch.setattr(beacon_mod, "__salt__", {"ccc_containers.watched_files": ccc_containers.watched_files},
-                        raising=False)
+    beacon_dunders(monkeypatch, beacon_mod, "watched_files")
     monkeypatch.setattr(beacon_mod._holder(), "pillar_health", {})  # process-wide, like the watchers
     monkeypatch.setattr(beacon_mod, "_CHECKED", {})
     yield beacon_mod
