@@ -35,6 +35,7 @@ import re
 import time
 
 import ccc_pillar
+import ccc_pillar_watch
 import ccc_rules
 import salt.client
 import salt.utils.master
@@ -424,6 +425,54 @@ def reconcile_node(node):
     with _record() as record:
         record["nodes"].setdefault(node, {})["pending"] = True
         return _advance_node(record, node, now, limits, master)
+
+
+def pillar_watch(force=False):
+    """
+    Bring admins' pillar edits to the nodes concerned: when the pillar source files changed
+    (or ``force``), compile every minion's pillar, and on each minion whose ``ccc`` pillar
+    differs from the one this watch last saw, refresh the minion's in-memory pillar (so its
+    settings beacon watches the files of containers added for it) and reconcile its containers
+    in full (``reconcile_node``, coalesced). The master's schedule runs this every few seconds
+    (``scripts/master_config.py``); it compiles nothing while the files stay the same, except on
+    masters with external pillars, where every run compiles (``ccc_pillar_watch``).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.pillar_watch force=True
+    """
+    path = os.path.join(__opts__["cachedir"], "ccc-pillar-watch.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            seen = json.load(handle)
+    except (OSError, ValueError):
+        seen = {}
+    fingerprint = None if __opts__.get("ext_pillar") else \
+        ccc_pillar_watch.tree_fingerprint(ccc_pillar_watch.pillar_roots(__opts__))
+    if not force and fingerprint is not None and fingerprint == seen.get("fingerprint"):
+        return {"compiled": False, "refreshed": []}
+    util = salt.utils.master.MasterPillarUtil(
+        "*", "glob", use_cached_grains=True, grains_fallback=False,
+        use_cached_pillar=False, pillar_fallback=True, opts=__opts__,
+    )
+    digests = {minion: ccc_pillar_watch.ccc_digest(pillar) for minion, pillar in util.get_minion_pillar().items()}
+    concerned = ccc_pillar_watch.concerned(seen.get("digests") or {}, digests)
+    master = _Master()
+    for minion in concerned:
+        try:
+            master.client().run_job([minion], "saltutil.refresh_pillar", tgt_type="list")
+        except Exception as exc:  # noqa: BLE001 - the reconcile below still compiles fresh pillar
+            log.warning("ccc: could not ask %s to refresh its pillar: %s", minion, exc)
+        reconcile_node(minion)
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump({"fingerprint": fingerprint, "digests": digests}, handle)
+    os.replace(temporary, path)
+    if concerned:
+        log.info("ccc: pillar changed for %s: pillar refreshed, containers reconciled", ", ".join(concerned))
+    return {"compiled": True, "refreshed": concerned}
 
 
 def redeploy_status():

@@ -14,9 +14,12 @@ import yaml
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLUSH_INTERVAL = 2  # seconds between ccc.flush runs (pending redeploys)
+PILLAR_WATCH_INTERVAL = 20  # seconds between ccc.pillar_watch runs (admins' pillar edits reach nodes)
+# The master's keyring for ccc:secrets (#!yaml|gpg pillar, docs/secrets.md); root-only (0700).
+GPG_KEYDIR = "/etc/salt/gpgkeys"
 
 
-def master_config(repo=REPO, site=None, extra_pillar_roots=()):
+def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KEYDIR):
     """The ccc-salt part of a master config as a dict."""
     repo = pathlib.Path(repo)
     site = pathlib.Path(site) if site else repo / "sample-pillar"
@@ -28,6 +31,11 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
         # Shared code (_utils/): Salt puts these dirs on the import path of the runners it loads.
         "utils_dirs": [str(repo / "_utils")],
         "pillar_roots": {"base": [str(p) for p in extra_pillar_roots] + [str(repo / "pillar"), str(site)]},
+        # The master renders pillar, so only it holds the secret key that decrypts ccc:secrets. A
+        # secret it cannot decrypt fails that minion's pillar render (states refuse to run) instead
+        # of reaching a module as ciphertext (Salt 3008's default, pinned here).
+        "gpg_keydir": str(gpg_keydir),
+        "gpg_decrypt_must_succeed": True,
         "reactor": [
             {"salt/beacon/*/ccc_settings/*": [str(repo / "reactor" / "settings_changed.sls")]},
             # A node now runs a moved container that another node still keeps: redeploy the
@@ -45,6 +53,10 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=()):
         # master's maintenance loop to that interval.
         "schedule": {
             "ccc-redeploy-flush": {"function": "ccc.flush", "seconds": FLUSH_INTERVAL, "return_job": False},
+            # Pillar edits reach the nodes concerned (refresh + reconcile) within this interval
+            # plus one apply; compiles nothing while the pillar files stay the same.
+            "ccc-pillar-watch": {"function": "ccc.pillar_watch", "seconds": PILLAR_WATCH_INTERVAL,
+                                 "return_job": False},
         },
         # At most max_applies settings redeploys per user per window (s); a job that has not
         # returned from all of its minions after job_timeout (s) counts as ended.
@@ -56,8 +68,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", help="the site's pillar root (default: sample-pillar/)")
     parser.add_argument("--repo", default=str(REPO), help="where ccc-salt is installed on the master")
+    parser.add_argument("--gpg-keydir", default=GPG_KEYDIR,
+                        help="the master's keyring that decrypts ccc:secrets (default %(default)s)")
     args = parser.parse_args()
-    print(yaml.safe_dump(master_config(args.repo, args.site), sort_keys=False), end="")
+    print(yaml.safe_dump(master_config(args.repo, args.site, gpg_keydir=args.gpg_keydir), sort_keys=False), end="")
 
 
 if __name__ == "__main__":

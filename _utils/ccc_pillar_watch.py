@@ -1,0 +1,52 @@
+"""
+How the master notices that an admin changed pillar: the rules behind ``salt-run
+ccc.pillar_watch`` (scheduled on the master every few seconds).
+
+A minion holds its pillar in memory until something refreshes it, so a container added to
+pillar would otherwise wait for the periodic reconcile, and the settings beacon would not watch
+its file. The watch is cheap while nothing changes: it compares a fingerprint of the pillar
+source files (paths, sizes, modification times) and compiles nothing. When the fingerprint
+moves (or the master has external pillars, which files cannot tell about), it compiles each
+minion's pillar and compares a digest of its ``ccc`` key with the digest it recorded when it
+last acted: the minions whose ``ccc`` pillar changed are the ones concerned.
+"""
+
+import hashlib
+import json
+import os
+
+
+def tree_fingerprint(roots):
+    """A digest of every file below ``roots`` (path, size, mtime); symlinks are followed as the
+    pillar renderer follows them. Missing roots count as empty."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for folder, dirs, files in os.walk(root, followlinks=True):
+            dirs.sort()
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                try:
+                    stat = os.stat(path)
+                except OSError:
+                    continue
+                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def pillar_roots(opts):
+    """Every folder of the master's ``pillar_roots`` (all environments)."""
+    roots = opts.get("pillar_roots") or {}
+    return [path for env in sorted(roots) for path in roots[env]]
+
+
+def ccc_digest(pillar):
+    """A digest of a compiled pillar's ``ccc`` key (and of its render errors, which hide it)."""
+    data = {"ccc": (pillar or {}).get("ccc"), "errors": (pillar or {}).get("_errors")}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def concerned(recorded, digests):
+    """The minions whose ``ccc`` digest differs from the recorded one. A minion seen for the
+    first time is recorded only: its own start (reactor ``minion_start``) deploys it."""
+    return sorted(minion for minion, digest in digests.items()
+                  if minion in recorded and recorded[minion] != digest)

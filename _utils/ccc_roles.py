@@ -1,0 +1,94 @@
+"""
+The cluster roles: their order, which are on by default, and which ones a run applies.
+
+One definition shared by ``salt/cluster/init.sls`` (through ``ccc_cluster.roles``), each
+role's own ``init.sls`` (``ccc_cluster.role_enabled``) and the docs. The order is the original
+playbook's (``cluster-deploy.yml``), with its inline tasks (SSH host keys, timezone) at the end
+as there, and the NVIDIA driver right before the Docker engine (the original ran it as Docker's
+dependency). Pure functions: pillar values in, a decision or a ``ValueError`` out.
+
+Pillar: ``ccc:roles:<role>`` is ``true`` (apply), ``false`` (leave alone) or ``absent`` (apply
+the role's ``clean``: undo what it set up, never user data); ``ccc:only_roles`` (a list or the
+original's comma-separated string) limits one run to the roles it names, in the order below.
+"""
+
+# (role, on by default). Roles of later work slot in at the original's positions.
+ROLES = (
+    ("fail2ban", True),
+    ("nvidia", False),
+    ("docker", True),
+    ("inotify", True),
+    ("sshd_hostkeys", True),
+    ("timezone", True),
+)
+ORDER = tuple(name for name, _ in ROLES)
+DEFAULT_ON = {name: on for name, on in ROLES}
+# The original's role names (cluster-deploy.yml, only_roles) for the roles that have another name here.
+ALIASES = {"sshd-hostkey": "sshd_hostkeys"}
+ABSENT = "absent"
+
+
+def role_name(name):
+    """The role ``name`` stands for (ours or the original's spelling); ``ValueError`` if none."""
+    if isinstance(name, str):
+        name = name.strip()
+        name = ALIASES.get(name, name)
+        if name in DEFAULT_ON:
+            return name
+    raise ValueError(f"unknown role {name!r}; the roles are: {', '.join(ORDER)}")
+
+
+def switches(roles_pillar):
+    """
+    ``ccc:roles`` checked: ``{role: True | False | "absent"}`` for every role, defaults filled.
+    """
+    if roles_pillar is None:
+        roles_pillar = {}
+    if not isinstance(roles_pillar, dict):
+        raise ValueError(f"ccc:roles must be a mapping of role name to true, false or absent, got {type(roles_pillar).__name__}")
+    result = dict(DEFAULT_ON)
+    for name, value in roles_pillar.items():
+        role = role_name(name)
+        if not (isinstance(value, bool) or value == ABSENT):
+            raise ValueError(f"ccc:roles:{name} must be true, false or absent, got {value!r}")
+        result[role] = value
+    return result
+
+
+def only_roles(value):
+    """``ccc:only_roles`` as a list of role names (``None`` when the run is not limited)."""
+    if value in (None, "", []):
+        return None
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list):
+        raise ValueError(f"ccc:only_roles must be a list or a comma-separated string, got {value!r}")
+    return [role_name(name) for name in value if not (isinstance(name, str) and not name.strip())]
+
+
+def select(roles_pillar, only=None):
+    """
+    What one ``state.apply cluster`` does, in role order: ``{"apply": [role], "clean": [role],
+    "skipped": {role: why}}``. ``only_roles`` limits the run but never overrides a node's
+    explicit ``false``/``absent``: a role switched off for a node stays off there.
+    """
+    state = switches(roles_pillar)
+    limit = only_roles(only)
+    explicit = set(switches_named(roles_pillar))
+    plan = {"apply": [], "clean": [], "skipped": {}}
+    for role in ORDER:
+        value = state[role]
+        if limit is not None and role not in limit:
+            plan["skipped"][role] = "not in ccc:only_roles"
+        elif value is True or (limit is not None and value is False and role not in explicit):
+            plan["apply"].append(role)
+        elif value == ABSENT:
+            plan["clean"].append(role)
+        else:
+            plan["skipped"][role] = "off in ccc:roles" if role in explicit else "off by default (ccc:roles)"
+    return plan
+
+
+def switches_named(roles_pillar):
+    """The roles ``ccc:roles`` names explicitly (in our spelling)."""
+    return [role_name(name) for name in (roles_pillar or {})]

@@ -1,0 +1,58 @@
+"""The cluster role rules (``ccc_roles``): which roles ``state.apply cluster`` applies, cleans or
+skips on a node, from ``ccc:roles`` and ``ccc:only_roles``, in the documented order."""
+
+import pytest
+
+import support.site  # noqa: F401  (puts _utils on the path)
+
+import ccc_roles  # noqa: E402
+
+
+def test_defaults_apply_the_roles_that_are_on_by_default_in_order():
+    plan = ccc_roles.select(None)
+    assert plan["apply"] == ["fail2ban", "docker", "inotify", "sshd_hostkeys", "timezone"]
+    assert plan["clean"] == []
+    assert plan["skipped"] == {"nvidia": "off by default (ccc:roles)"}
+
+
+def test_a_node_switches_roles_on_off_and_absent():
+    plan = ccc_roles.select({"nvidia": True, "fail2ban": False, "timezone": "absent"})
+    assert plan["apply"] == ["nvidia", "docker", "inotify", "sshd_hostkeys"]
+    assert plan["clean"] == ["timezone"]
+    assert plan["skipped"] == {"fail2ban": "off in ccc:roles"}
+
+
+@pytest.mark.parametrize("only", ["timezone,docker", " docker , timezone ", ["docker", "timezone"]])
+def test_only_roles_limits_a_run_and_keeps_the_documented_order(only):
+    plan = ccc_roles.select({}, only)
+    assert plan["apply"] == ["docker", "timezone"]
+    assert set(plan["skipped"]) == {"fail2ban", "nvidia", "inotify", "sshd_hostkeys"}
+    assert plan["skipped"]["fail2ban"] == "not in ccc:only_roles"
+
+
+def test_only_roles_runs_a_role_that_is_off_by_default_but_never_one_a_node_switched_off():
+    assert ccc_roles.select({}, "nvidia")["apply"] == ["nvidia"]
+    plan = ccc_roles.select({"nvidia": False, "docker": "absent"}, "nvidia,docker")
+    assert plan["apply"] == []
+    assert plan["clean"] == ["docker"]
+    assert plan["skipped"]["nvidia"] == "off in ccc:roles"
+
+
+def test_the_originals_role_names_are_understood():
+    assert ccc_roles.select({"sshd-hostkey": False}, "sshd-hostkey,timezone")["apply"] == ["timezone"]
+
+
+@pytest.mark.parametrize("roles, only, message", [
+    ({"dockr": True}, None, "unknown role 'dockr'; the roles are: fail2ban, nvidia, docker"),
+    ({"docker": "yes"}, None, "ccc:roles:docker must be true, false or absent, got 'yes'"),
+    (["docker"], None, "ccc:roles must be a mapping"),
+    ({}, "docker,frp", "unknown role 'frp'"),
+    ({}, {"docker": True}, "ccc:only_roles must be a list or a comma-separated string"),
+])
+def test_bad_switches_are_refused_with_a_clear_message(roles, only, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        ccc_roles.select(roles, only)
+
+
+def test_an_empty_only_roles_does_not_limit():
+    assert ccc_roles.select({}, "")["apply"] == ccc_roles.select({})["apply"]
