@@ -11,7 +11,7 @@ import yaml
 
 import master_config
 import minion_config
-from support import site
+from support import secrets, site
 from support.nodes import node_dockerd, remove_managed_containers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -89,12 +89,15 @@ def redeploy_limits():
 
 
 @pytest.fixture(scope="package")
-def master(salt_factories, overrides_root, redeploy_limits):
-    overrides = master_config.master_config(REPO, REPO / "sample-pillar", [overrides_root])
+def master(salt_factories, overrides_root, redeploy_limits, tmp_path_factory):
+    # The sample site's secrets.sls is encrypted to its public DEMO key: the master's keyring holds it.
+    keydir = secrets.demo_keyring(tmp_path_factory.mktemp("master-gpg") / "gpgkeys")
+    overrides = master_config.master_config(REPO, REPO / "sample-pillar", [overrides_root], gpg_keydir=keydir)
     overrides["ccc_redeploy"] = redeploy_limits
     factory = salt_factories.salt_master_daemon("ccc-master", overrides=overrides)
     with factory.started():
         yield factory
+    secrets.stop_agent(keydir)
 
 
 # How often a minion checks its master connection (production: minion_config.MASTER_ALIVE_INTERVAL).
