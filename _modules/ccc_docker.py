@@ -11,7 +11,7 @@ Return shapes, one per kind of function:
   ``{"result": True|False|None, "changes": {...}, "comment": "..."}`` (``deploy_many``: one per
   STACK_NAME); a container that cannot be applied is a ``False`` outcome, never an exception;
 * query functions (``plan``, ``managed``) return data;
-* node functions (``remove_orphans``, ``private_mounts``, ``network_present``) return what
+* node functions (``remove_orphans``, ``private_mounts``) return what
   changed (or would), and raise ``CommandExecutionError`` when they cannot act at all.
 """
 
@@ -62,10 +62,11 @@ def _engine(node):
     """A Docker engine that does not answer, or refuses, becomes one clean error."""
     try:
         yield
-    except ccc_engine.ENGINE_ERRORS as exc:
-        raise CommandExecutionError(f"{ccc_engine.ENGINE_DOWN} ({node['docker_url']})") from exc
-    except ccc_engine.docker.errors.APIError as exc:
-        raise CommandExecutionError(f"the Docker engine refused: {exc.explanation or exc}") from exc
+    except Exception as exc:
+        problem = ccc_engine.engine_problem(exc, node["docker_url"])
+        if problem is None:
+            raise
+        raise CommandExecutionError(problem) from exc
 
 
 def _split(names):
@@ -236,21 +237,3 @@ def private_mounts(test=False):
                    if summary.get("State") == "running"]
         return ccc_private_mounts.reconcile(client, cluster, node["binds_dir"], ccc_mounts.wanted_private_mounts(ccc, running),
                                             ccc_pillar.file_owner(cluster), test=test)
-
-
-def network_present(name, test=False):
-    """
-    Ensure the Docker network ``name`` exists (definition from ``ccc:cluster:networks``);
-    returns ``"present"``, ``"created"`` or ``"would be created"``.
-
-    CLI Example:
-
-    .. code-block:: bash
-
-        salt-call ccc_docker.network_present claims
-    """
-    ccc = _ccc()
-    node = _node(ccc)
-    definition = (ccc_pillar.cluster_settings(ccc).get("networks") or {}).get(name) or {}
-    with _engine(node):
-        return ccc_engine.ensure_network(_clients(node)(), name, definition, test=test)

@@ -38,6 +38,7 @@ import ccc_pillar
 import ccc_pillar_watch
 import ccc_rules
 import salt.client
+import salt.key
 import salt.utils.master
 
 __virtualname__ = "ccc"
@@ -427,6 +428,19 @@ def reconcile_node(node):
         return _advance_node(record, node, now, limits, master)
 
 
+def _compiled_digests(minions):
+    """``{minion: ccc_pillar_watch.ccc_digest}`` of a pillar compiled now for each of ``minions``
+    (with their cached grains)."""
+    if not minions:
+        return {}
+    util = salt.utils.master.MasterPillarUtil(
+        list(minions), "list", use_cached_grains=True, grains_fallback=False,
+        # pillar_fallback stays off: MasterPillarUtil lets a cached pillar override a live one.
+        use_cached_pillar=False, pillar_fallback=False, opts=__opts__,
+    )
+    return {minion: ccc_pillar_watch.ccc_digest(pillar) for minion, pillar in util.get_minion_pillar().items()}
+
+
 def pillar_watch(force=False):
     """
     Bring admins' pillar edits to the nodes concerned: when the pillar source files changed
@@ -451,14 +465,18 @@ def pillar_watch(force=False):
         seen = {}
     fingerprint = None if __opts__.get("ext_pillar") else \
         ccc_pillar_watch.tree_fingerprint(ccc_pillar_watch.pillar_roots(__opts__))
-    if not force and fingerprint is not None and fingerprint == seen.get("fingerprint"):
+    recorded = seen.get("digests") or {}
+    accepted = salt.key.get_key(__opts__).list_status("accepted").get("minions") or []
+    changed = force or fingerprint is None or fingerprint != seen.get("fingerprint")
+    # While nothing changed, only minions accepted since the last compile are compiled, so that
+    # the next change is compared with what they got.
+    targets = accepted if changed else [minion for minion in accepted if minion not in recorded]
+    if not targets and fingerprint == seen.get("fingerprint") and "fingerprint" in seen:
         return {"compiled": False, "refreshed": []}
-    util = salt.utils.master.MasterPillarUtil(
-        "*", "glob", use_cached_grains=True, grains_fallback=False,
-        use_cached_pillar=False, pillar_fallback=True, opts=__opts__,
-    )
-    digests = {minion: ccc_pillar_watch.ccc_digest(pillar) for minion, pillar in util.get_minion_pillar().items()}
-    concerned = ccc_pillar_watch.concerned(seen.get("digests") or {}, digests)
+    compiled = _compiled_digests(targets)
+    digests = {minion: compiled.get(minion, recorded.get(minion)) for minion in accepted
+               if minion in compiled or minion in recorded}
+    concerned = ccc_pillar_watch.concerned(recorded, digests, changed=changed and "fingerprint" in seen)
     master = _Master()
     for minion in concerned:
         try:

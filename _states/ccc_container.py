@@ -124,21 +124,6 @@ def orphans_absent(name, enabled=True):
     }
 
 
-def network_present(name):
-    """
-    Ensure the Docker network ``name`` exists (created from ``ccc:cluster:networks:<name>``).
-    """
-    test = _test()
-    try:
-        status = __salt__["ccc_docker.network_present"](name, test=test)
-    except CommandExecutionError as exc:
-        return _failed(name, exc)
-    if status == "present":
-        return {"name": name, "result": True, "changes": {}, "comment": f"network {name} exists"}
-    return {"name": name, "result": None if test else True, "changes": {"network": status},
-            "comment": f"network {name} {status}"}
-
-
 def private_mounts_managed(name):
     """
     Bind-mount the live private data groups of the users with containers on this node, and

@@ -1,8 +1,8 @@
 """
 The Docker engine side, one call at a time: a client for the node's engine, a spec turned into
 ``create_container`` arguments, an existing container turned back into a spec (for readable
-diffs), networks, and creating/removing containers together with the node's record of them
-(``ccc_node_record``).
+diffs), and creating/removing containers together with the node's record of them
+(``ccc_node_record``). Networks belong to ``ccc_docker_networks`` (the docker role).
 
 Everything takes a ``docker.DockerClient`` and plain data, so tests drive it against a real
 ``dockerd`` without Salt. The Docker SDK is optional at import time: the execution module
@@ -217,25 +217,13 @@ def stop_and_remove(client, attrs):
     remove_recorded(client, attrs["Id"])
 
 
-def ensure_network(client, name, definition, test=False):
+def engine_problem(exc, url):
     """
-    Make sure a Docker network exists; create it as a bridge from its pillar definition
-    (``ccc:cluster:networks:<name>``). Returns ``"present"``, ``"created"`` or ``"would be created"``.
+    One clean line for an engine that does not answer (``ENGINE_DOWN``) or refuses (its API
+    error); ``None`` for any other exception. Execution modules raise it as their error.
     """
-    if any(network["Name"] == name for network in client.api.networks(names=[name])):
-        return "present"
-    if test:
-        return "would be created"
-    ipam = None
-    if definition.get("subnet"):
-        pool = docker.types.IPAMPool(subnet=definition["subnet"], gateway=definition.get("gateway"))
-        ipam = docker.types.IPAMConfig(pool_configs=[pool])
-    options = {}
-    if definition.get("bridge_name"):
-        options["com.docker.network.bridge.name"] = definition["bridge_name"]
-    client.api.create_network(
-        name, driver="bridge", internal=bool(definition.get("internal")), ipam=ipam,
-        options=options or None,
-        labels={ccc_rules.MANAGED_BY_LABEL: ccc_rules.MANAGED_BY_VALUE},
-    )
-    return "created"
+    if ENGINE_ERRORS and isinstance(exc, ENGINE_ERRORS):
+        return f"{ENGINE_DOWN} ({url})"
+    if docker is not None and isinstance(exc, docker.errors.APIError):
+        return f"the Docker engine refused: {exc.explanation or exc}"
+    return None

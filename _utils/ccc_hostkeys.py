@@ -11,6 +11,11 @@ other container's host key and impersonate its sshd. Here each stack gets its ow
   mounted read-only at ``/home/.sshd``: it works while the shared storage is away and users can
   never replace it.
 
+A changed shared set (``rotate``, for ``salt-call ccc_hostkeys.rotate <STACK>``) reaches every
+node at its next deploy: ``ensure`` compares the node copy with the shared set and replaces the
+files that differ one by one, each atomically, so a container never sees a missing key file.
+The old set is kept, root-only, in ``<state_dir>/host-keys-retired/<STACK>.<UTC time>``.
+
 Concurrent first deploys on two nodes are safe: a set is generated in a fresh temporary folder
 and renamed into place; whoever renames second uses the winner's keys. A missing storage root
 is never created. Keys are made with ``cryptography`` (a Salt dependency) in OpenSSH's own
@@ -19,9 +24,12 @@ generation dominates a first deploy (about 0.5 s per stack with ssh-keygen, 0.1-
 Plain Python, used by ``ccc_apply``.
 """
 
+import base64
+import hashlib
 import os
 import secrets
 import shutil
+import time
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
@@ -96,15 +104,57 @@ def _shared_set(state_dir, stack, rsa_bits):
     return final
 
 
+def _complete(folder):
+    return all(os.path.isfile(os.path.join(folder, name)) for name in key_files())
+
+
+def _read_set(folder):
+    """``{file name: bytes}`` of a complete key set in ``folder``."""
+    data = {}
+    for name in key_files():
+        with open(os.path.join(folder, name), "rb") as handle:
+            data[name] = handle.read(1 << 16)
+    return data
+
+
+def _node_copy(sshd_data, stack):
+    """The node copy of ``stack`` as ``{file name: bytes}`` (``{}`` when incomplete)."""
+    keys = os.path.join(node_dir(sshd_data, stack), "keys")
+    return _read_set(keys) if present(sshd_data, stack) else {}
+
+
+def _shared_if_reachable(state_dir, stack):
+    """The shared folder of ``stack`` when the storage and a complete set are there, else None."""
+    final = os.path.join(state_dir, "host-keys", stack)
+    return final if _complete(final) else None
+
+
 def ensure(sshd_data, state_dir, stack, rsa_bits=3072):
     """
-    Make sure the node has ``stack``'s key set; returns True when it was copied (or generated).
+    Make sure the node has ``stack``'s current key set; returns True when files were copied
+    (first copy, generation, or a shared set that changed since: compared by content).
 
-    Raises ``FileNotFoundError`` when a storage root is missing.
+    A complete node copy is kept as it is while the shared set is unreachable or missing (the
+    storage is away, or nobody has generated it): it is never replaced by a fresh set.
+    Raises ``FileNotFoundError`` when a storage root is missing and the node has no copy.
     """
-    if present(sshd_data, stack):
+    local = _node_copy(sshd_data, stack)
+    if local:
+        source = _shared_if_reachable(state_dir, stack)
+        if source is None:
+            return False
+    else:
+        source = _shared_set(state_dir, stack, rsa_bits)
+    wanted = _read_set(source)
+    changed = [name for name in key_files() if local.get(name) != wanted[name]]
+    if not changed:
         return False
-    source = _shared_set(state_dir, stack, rsa_bits)
+    _write_node_copy(sshd_data, stack, wanted, changed)
+    return True
+
+
+def _write_node_copy(sshd_data, stack, wanted, names):
+    """Replace ``names`` in the node copy of ``stack``, each file atomically (``write_file_at``)."""
     if not os.path.isdir(sshd_data):
         raise FileNotFoundError(f"{sshd_data} does not exist on this node (storage not mounted?)")
     local_fd = ccc_safefs.open_root(sshd_data)
@@ -115,12 +165,76 @@ def ensure(sshd_data, state_dir, stack, rsa_bits=3072):
         for fd in (stacks_fd, stack_fd):
             os.close(fd)
         try:
-            for name in key_files():
-                with open(os.path.join(source, name), "rb") as handle:
-                    data = handle.read(1 << 16)
-                ccc_safefs.write_file_at(keys_fd, name, data, 0o644 if name.endswith(".pub") else 0o600, (0, 0))
+            for name in names:
+                ccc_safefs.write_file_at(keys_fd, name, wanted[name], 0o644 if name.endswith(".pub") else 0o600, (0, 0))
         finally:
             os.close(keys_fd)
     finally:
         os.close(local_fd)
-    return True
+
+
+def retired_dir(state_dir):
+    """Where ``rotate`` keeps the sets it replaced (shared, root-only)."""
+    return os.path.join(state_dir, "host-keys-retired")
+
+
+def rotate(state_dir, stack, rsa_bits=3072, now=None):
+    """
+    Replace the shared key set of ``stack`` with a fresh one; returns ``{"retired": path or
+    None, "current": path}``.
+
+    The new set is generated in a temporary folder first. The old set is then renamed to
+    ``<state_dir>/host-keys-retired/<STACK>.<UTC time>`` and the new one renamed into its
+    place: two renames on one file system, so a set is never half written. Containers are not
+    touched: they use their node copies until the next ``state.apply containers`` copies the
+    new set (``ensure``). A node that generates a set between the two renames (a first deploy
+    racing the rotation) wins, and its fresh set is kept: either way the old keys are retired.
+    """
+    parent = os.path.dirname(state_dir.rstrip("/"))
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"{parent} does not exist on this node (storage not mounted?)")
+    store = os.path.join(state_dir, "host-keys")
+    os.makedirs(store, mode=0o700, exist_ok=True)
+    final = os.path.join(store, stack)
+    temporary = os.path.join(store, f".{stack}.tmp-{secrets.token_hex(8)}")
+    os.mkdir(temporary, 0o700)
+    retired = None
+    try:
+        _generate(temporary, stack, rsa_bits)
+        if os.path.isdir(final):
+            os.makedirs(retired_dir(state_dir), mode=0o700, exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+            retired = os.path.join(retired_dir(state_dir), f"{stack}.{stamp}-{secrets.token_hex(2)}")
+            os.rename(final, retired)
+        try:
+            os.rename(temporary, final)
+        except OSError:
+            if not _complete(final):
+                raise
+    finally:
+        shutil.rmtree(temporary, ignore_errors=True)
+    return {"retired": retired, "current": final}
+
+
+def fingerprints(folder):
+    """``{key type: "SHA256:..."}`` of the public keys in ``folder`` (as ``ssh-keygen -l`` shows them)."""
+    result = {}
+    for kind in KEY_TYPES:
+        with open(os.path.join(folder, f"ssh_host_{kind}_key.pub"), encoding="ascii") as handle:
+            blob = base64.b64decode(handle.read().split()[1])
+        result[kind] = "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return result
+
+
+def outdated(sshd_data, state_dir):
+    """The stacks with a node copy on this node that differs from their complete shared set
+    (rotated since the copy was made); stacks without a shared set are left out."""
+    stacks_dir = os.path.join(sshd_data, "stacks")
+    if not os.path.isdir(stacks_dir):
+        return []
+    stale = []
+    for stack in sorted(os.listdir(stacks_dir)):
+        source = _shared_if_reachable(state_dir, stack) if not stack.startswith(".") else None
+        if source and present(sshd_data, stack) and _node_copy(sshd_data, stack) != _read_set(source):
+            stale.append(stack)
+    return stale

@@ -45,8 +45,9 @@ def ccc_digest(pillar):
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def concerned(recorded, digests):
-    """The minions whose ``ccc`` digest differs from the recorded one. A minion seen for the
-    first time is recorded only: its own start (reactor ``minion_start``) deploys it."""
+def concerned(recorded, digests, changed):
+    """The minions whose ``ccc`` digest differs from the recorded one; when the pillar files
+    ``changed`` since the watch last looked, also the minions it has no record of (it cannot know
+    which pillar they hold in memory: one refresh and reconcile too many is harmless)."""
     return sorted(minion for minion, digest in digests.items()
-                  if minion in recorded and recorded[minion] != digest)
+                  if (minion in recorded and recorded[minion] != digest) or (changed and minion not in recorded))

@@ -3,14 +3,12 @@
       salt 'gpu*' state.apply containers pillar='{"containers": "box1,box2", "users": "a@b.org"}'
     Only STACK_NAMEs that passed validation and network names from admin pillar are rendered
     here; user settings files are read by the Python modules, never by Jinja. #}
-{%- from tpldir ~ "/map.jinja" import cluster, node, container_networks with context %}
+{%- from tpldir ~ "/map.jinja" import cluster, node with context %}
 {%- set selection = salt['ccc_containers.selection'](salt['pillar.get']('containers'), salt['pillar.get']('users')) %}
 
-{%- for network in container_networks %}
-ccc-containers-network-{{ network }}:
-  ccc_container.network_present:
-    - name: {{ network | json }}
-{%- endfor %}
+{#- The networks containers join are the docker role's (one owner, created and checked there). #}
+include:
+  - cluster.docker.networks
 
 {#- Plans and applies every selected container, several at a time (ccc:node:create_parallelism);
     each container's own state below reports its outcome. No require on the networks: when the

@@ -20,11 +20,13 @@ ccc:
       restricted: [student-restricted]
       unrestricted: [lab-unrestricted]
     claims_network: claims
-    # created as plain bridges by the containers role when missing; firewalling of restricted
-    # networks belongs to the docker role
+    # the node's Docker networks (plain bridges), created and checked by the docker role; the egress firewall of restricted
+    # ones (restricted_access, allowed_access) too
     networks:
       lab-unrestricted: {subnet: 172.30.0.0/24, gateway: 172.30.0.1, bridge_name: ccc-lab}
-      student-restricted: {subnet: 172.30.1.0/24, gateway: 172.30.1.1, bridge_name: ccc-student}
+      # restricted_access / allowed_access: egress firewall of the docker role (docs/pillar.md ccc:docker)
+      student-restricted: {subnet: 172.30.1.0/24, gateway: 172.30.1.1, bridge_name: ccc-student,
+                           restricted_access: [192.168.0.0/16, 10.0.0.0/8], allowed_access: [192.168.10.5]}
       claims: {subnet: 172.30.2.0/24, gateway: 172.30.2.1, bridge_name: ccc-claims}
     apps:
       - /opt/apps/matlab/bin/matlab
@@ -37,3 +39,41 @@ ccc:
     shm_size_max: 32g
     reserved_subdomains: [portainer, patroller, "{node}-metrics", "{node}-monitor"]
     remove_orphans: true
+  # Cluster roles (state.apply cluster, docs/roles.md): on/off per cluster here, per node in
+  # nodes/<node>.sls; "absent" undoes a role.
+  roles:
+    nvidia: false            # GPU nodes switch the driver role on in their own file
+  timezone:
+    name: Europe/Ljubljana
+  # cluster role fail2ban (docs/pillar.md ccc:fail2ban): the nodes' own sshd
+  fail2ban:
+    ignoreip: [127.0.0.1/8, "::1", 192.168.10.0/24]
+    maxretry: 5
+    bantime: 3600
+    findtime: 600
+    ignore_country: SI
+  # cluster role inotify (ccc:inotify): room for IDEs and file watchers
+  inotify:
+    max_user_watches: 1048576
+    max_user_instances: 1024
+  # cluster role nvidia (ccc:nvidia): switched on per GPU node in nodes/<node>.sls
+  nvidia:
+    driver_version: "550"
+  # cluster role sshd_hostkeys (ccc:sshd_hostkeys): local copies of the containers' host keys
+  sshd_hostkeys:
+    backup_dir: /var/backups/ccc-salt/host-keys
+    keep: 10
+  # cluster role docker (docs/pillar.md ccc:docker): Debian's docker.io, the NVIDIA runtime on GPU
+  # nodes (auto), the lab registry login (credentials in secrets.sls), Portainer agent off
+  docker:
+    engine:
+      packages: [docker.io]
+    daemon:
+      log-driver: json-file
+      log-opts: {max-size: 50m, max-file: "3"}
+    registries: [registry.example.org]
+    portainer_agent:
+      enabled: false
+      image: portainer/agent:2.21.4
+      publish_ip: 127.0.0.1
+      publish_port: 9001

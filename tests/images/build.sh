@@ -32,28 +32,7 @@ include=openssh-server,ca-certificates
 busybox=/bin/busybox
 sys_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 tiny_entrypoint='["/bin/sh","-c","trap \"exit 0\" TERM; while :; do sleep 3600 & wait $!; done"]'
-work=
-
-log() { printf 'build.sh: %s\n' "$*" >&2; }
-die() { log "$*"; exit 1; }
-
-# Remove the scratch directory, unmounting anything debootstrap left there.
-cleanup() {
-    [[ -n $work && -d $work ]] || return 0
-    awk -v w="$work/" 'index($5, w) == 1 { print $5 }' /proc/self/mountinfo |
-        sort -r | while read -r mnt; do umount -l "$mnt" || true; done
-    rm -rf --one-file-system "$work"
-}
-trap cleanup EXIT
-
-# image_current TAG HASH: TAG exists and was built from inputs HASH.
-image_current() {
-    local have
-    have=$(docker image inspect \
-        --format '{{index .Config.Labels "ccc-test.inputs"}}' "$1" 2>/dev/null) ||
-        return 1
-    [[ $have == "$2" ]]
-}
+. "$here/lib.sh"
 
 # import_image TAG HASH ENTRYPOINT_JSON PATH_ENV TAR ("-" for stdin)
 import_image() {
@@ -66,71 +45,19 @@ import_image() {
         "$5" "$1" >/dev/null
 }
 
-# The URI of the configured Debian archive that carries $suite.
-debian_mirror() {
-    local uri
-    if [[ -n ${CCC_DEBIAN_MIRROR:-} ]]; then
-        echo "$CCC_DEBIAN_MIRROR"
-        return
-    fi
-    uri=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' \
-            'Identifier: Packages' 2>/dev/null |
-          awk -v s="$suite" '$2 == s { print $1; exit }') || true
-    if [[ -z $uri ]]; then
-        # One-line "deb [opts] URI suite ..." and deb822 "URIs:/Suites:".
-        uri=$(shopt -s nullglob
-              cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-                  2>/dev/null | sed 's/\[[^]]*\]//' |
-                  awk -v s="$suite" '$1 == "deb" && $3 == s { print $2; exit }') || true
-    fi
-    if [[ -z $uri ]]; then
-        uri=$(shopt -s nullglob
-              for f in /etc/apt/sources.list.d/*.sources; do cat "$f"; echo; done |
-              awk -v s="$suite" 'BEGIN { RS = "" } {
-                  types = uris = suites = ""; on = 1
-                  n = split($0, ln, "\n")
-                  for (i = 1; i <= n; i++) {
-                      if (ln[i] ~ /^#/) continue
-                      if (ln[i] ~ /^Types:/) types = " " ln[i] " "
-                      if (ln[i] ~ /^URIs:/) { split(ln[i], u, /[ \t]+/); uris = u[2] }
-                      if (ln[i] ~ /^Suites:/) suites = " " ln[i] " "
-                      if (ln[i] ~ /^Enabled:[ \t]*no/) on = 0
-                  }
-                  if (on && types ~ / deb / && suites ~ (" " s " ") && uris != "") {
-                      print uris; exit
-                  }
-              }') || true
-    fi
-    [[ -n $uri ]] || die "no $suite archive in the apt sources; set CCC_DEBIAN_MIRROR"
-    echo "${uri%/}"
-}
-
 # Create the cached sshd root filesystem tarball $1 with debootstrap.
 make_sshd_rootfs() {
-    local out=$1 mirror
-    mirror=$(debian_mirror)
-    work=$(mktemp -d "$cache_dir/sshd-build.XXXXXX")
-    log "debootstrap $suite from $mirror (a few minutes)"
-    if ! debootstrap --variant=minbase --include="$include" "$suite" \
-            "$work/rootfs" "$mirror" >"$work/debootstrap.log" 2>&1; then
-        tail -n 30 "$work/debootstrap.log" >&2
-        die "debootstrap failed"
-    fi
+    debootstrap_rootfs sshd "$include"
     install -m 755 "$here/sshd/ccc-entrypoint" \
         "$work/rootfs/usr/local/sbin/ccc-entrypoint"
     install -m 644 "$here/sshd/sshd_config" "$work/rootfs/etc/ssh/sshd_config"
     # Host keys belong on the /home/.sshd volume, never in the image.
     rm -f "$work"/rootfs/etc/ssh/ssh_host_*
-    rm -rf "$work"/rootfs/var/cache/apt/archives/*.deb \
-        "$work"/rootfs/var/lib/apt/lists/* "$work"/rootfs/var/log/*.log
-    tar --numeric-owner -C "$work/rootfs" -cf "$work/rootfs.tar" .
-    mv "$work/rootfs.tar" "$out"
-    cleanup
-    work=
+    finish_rootfs "$1"
 }
 
 build_sshd() {
-    local tag=ccc-test/sshd:1 hash tarball lock
+    local tag=ccc-test/sshd:1 hash tarball
     hash=$( { echo "recipe=$recipe suite=$suite variant=minbase include=$include"
               dpkg --print-architecture
               cd "$here/sshd" && find . -type f | LC_ALL=C sort | xargs sha256sum
@@ -139,16 +66,8 @@ build_sshd() {
         log "$tag is up to date"
         return
     fi
-    mkdir -p "$cache_dir"
     tarball=$cache_dir/sshd-rootfs-$hash.tar
-    exec {lock}>"$tarball.lock"
-    flock "$lock"    # concurrent builds share one debootstrap run
-    if [[ ! -s $tarball ]]; then
-        make_sshd_rootfs "$tarball"
-    else
-        log "using cached $tarball"
-    fi
-    exec {lock}>&-
+    cached_rootfs "$tarball" make_sshd_rootfs
     import_image "$tag" "$hash" '["/usr/local/sbin/ccc-entrypoint"]' \
         "$sys_path" "$tarball"
     log "built $tag"

@@ -33,6 +33,7 @@ import yaml
 from support.site import node_ccc, unmount_below
 
 import ccc_deploy
+import ccc_docker_networks
 import ccc_engine
 import ccc_pillar
 import ccc_plan
@@ -77,7 +78,7 @@ class Node:
         self.baseline = None
         self.settings_baseline = {}
         for name, definition in self.cluster["networks"].items():
-            ccc_engine.ensure_network(self.client, name, definition)
+            ccc_docker_networks.ensure(self.client, name, definition)
 
     def paths(self, stack):
         record, _ = ccc_pillar.container_record(self.ccc, stack)

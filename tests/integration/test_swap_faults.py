@@ -23,6 +23,7 @@ import yaml
 from support.site import node_ccc
 
 import ccc_apply
+import ccc_docker_networks
 import ccc_engine
 import ccc_node_record
 import ccc_pillar
@@ -73,7 +74,7 @@ class Node:
         self.cluster = ccc_pillar.cluster_settings(self.ccc)
         self.user_dir = pathlib.Path(storage) / "shared" / "user_data" / ANA
         for name, definition in self.cluster["networks"].items():
-            ccc_engine.ensure_network(self.client, name, definition)
+            ccc_docker_networks.ensure(self.client, name, definition)
 
     def plan(self, client):
         return ccc_plan.plan(ccc_plan.read_inputs(self.ccc, "node1", lambda: client), STACK)

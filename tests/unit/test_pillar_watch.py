@@ -34,8 +34,13 @@ def test_the_digest_covers_the_ccc_key_and_render_errors_only():
 
 def test_only_minions_whose_ccc_pillar_changed_are_concerned():
     recorded = {"node1": "a", "node2": "b"}
-    assert ccc_pillar_watch.concerned(recorded, {"node1": "a2", "node2": "b", "node3": "c"}) == ["node1"]
-    assert ccc_pillar_watch.concerned({}, {"node1": "a"}) == []
+    assert ccc_pillar_watch.concerned(recorded, {"node1": "a2", "node2": "b", "node3": "c"}, changed=False) == ["node1"]
+    assert ccc_pillar_watch.concerned({}, {"node1": "a"}, changed=False) == []
+
+
+def test_after_a_change_a_minion_without_a_record_is_concerned():
+    """It may hold the old pillar in memory; the watch cannot tell."""
+    assert ccc_pillar_watch.concerned({"node1": "a"}, {"node1": "a", "node3": "c"}, changed=True) == ["node3"]
 
 
 def test_pillar_roots_of_every_environment():

@@ -17,7 +17,8 @@ def test_containers_sls_renders_for_every_sample_node(tmp_path, node):
     for stack in SAMPLE_STACKS:
         assert "running" in rendered[f"ccc-container-{stack}"]["ccc_container"]
     for network in ("lab-unrestricted", "student-restricted", "claims"):
-        assert f"ccc-containers-network-{network}" in rendered
+        assert f"ccc-cluster-docker-network-{network}" in rendered
+        assert "present" in rendered[f"ccc-cluster-docker-network-{network}"]["ccc_docker_network"]
     assert "ccc-containers-orphans" in rendered
     assert "ccc-containers-summary" in rendered
 

@@ -146,22 +146,6 @@ def test_orphan_removal_switched_off_asks_nothing():
 
 
 # ---------------------------------------------------------------------------------------------
-# network_present
-
-
-@pytest.mark.parametrize("test, status, expected", [
-    (False, "present", (True, {}, "network claims exists")),
-    (True, "present", (True, {}, "network claims exists")),
-    (True, "would be created", (None, {"network": "would be created"}, "network claims would be created")),
-    (False, "created", (True, {"network": "created"}, "network claims created")),
-])
-def test_network_present(test, status, expected):
-    module = states({"ccc_docker.network_present": lambda name, test: status}, test=test)
-    result = module.network_present("claims")
-    assert (result["name"], result["result"], result["changes"], result["comment"]) == ("claims", *expected)
-
-
-# ---------------------------------------------------------------------------------------------
 # private_mounts_managed
 
 
@@ -200,12 +184,13 @@ def dead_engine(tmp_path):
     module = load("_modules/ccc_docker.py", "ccc_docker_module", pillar={"ccc": ccc}, grains={"id": "node1"},
                   context={}, salt={})
     salt = {f"ccc_docker.{name}": getattr(module, name)
-            for name in ("deploy", "deploy_many", "remove", "remove_orphans", "private_mounts", "network_present")}
+            for name in ("deploy", "deploy_many", "remove", "remove_orphans", "private_mounts")}
     return module, salt
 
 
+# network_present moved to the docker role: tests/unit/test_docker_network_state.py
 @pytest.mark.parametrize("function, name", [
-    ("network_present", "claims"), ("orphans_absent", "ccc-containers-orphans"),
+    ("orphans_absent", "ccc-containers-orphans"),
     ("private_mounts_managed", "ccc-containers-private-mounts"), ("absent", "ana-main"),
 ])
 @pytest.mark.parametrize("test", [True, False])
@@ -229,6 +214,6 @@ def test_containers_fail_one_by_one_with_the_reason_when_the_engine_does_not_ans
 
 def test_the_execution_module_raises_command_execution_error_when_the_engine_does_not_answer(dead_engine):
     module, _ = dead_engine
-    for call in (module.managed, lambda: module.network_present("claims"), lambda: module.remove_orphans(test=True)):
+    for call in (module.managed, lambda: module.remove_orphans(test=True)):
         with pytest.raises(CommandExecutionError, match="^the Docker engine of this node does not answer"):
             call()

@@ -1,0 +1,105 @@
+"""
+Execution module ``ccc_hostkeys``: the shared SSH host key sets of the containers (one per
+STACK_NAME in ``<state_dir>/host-keys``): rotation, fingerprints and the backup plan of the
+sshd_hostkeys role. Thin: the rules are in ``_utils/ccc_hostkeys.py`` and
+``_utils/ccc_hostkey_backup.py``.
+"""
+
+import os
+
+import ccc_hostkey_backup
+import ccc_hostkeys
+import ccc_pillar
+import ccc_rules
+from salt.exceptions import CommandExecutionError
+
+__virtualname__ = "ccc_hostkeys"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def _cluster():
+    return ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
+
+
+def _stack_folder(stack):
+    if not ccc_rules.is_stack_name(stack):
+        raise CommandExecutionError(f"{stack!r} is not a STACK_NAME")
+    folder = os.path.join(_cluster()["state_dir"], "host-keys", stack)
+    if not os.path.isfile(os.path.join(folder, "ssh_host_ed25519_key.pub")):
+        raise CommandExecutionError(f"no shared host key set for {stack} in {os.path.dirname(folder)} "
+                                    "(never deployed, or the storage is not mounted here)")
+    return folder
+
+
+def fingerprints(stack):
+    """
+    The SHA256 fingerprints of ``stack``'s shared host key set (what users' ``ssh`` shows).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_hostkeys.fingerprints ana-main
+    """
+    return ccc_hostkeys.fingerprints(_stack_folder(stack))
+
+
+def rotate(stack):
+    """
+    Replace ``stack``'s shared SSH host key set with a new one. The old set is kept as a dated
+    copy in ``<state_dir>/host-keys-retired/``. Nodes copy the new set at their next
+    ``state.apply cluster`` (role sshd_hostkeys) or ``state.apply containers``; a running
+    container serves the new keys once it restarts.
+    Users will see a "host key changed" warning: tell them first.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_hostkeys.rotate ana-main
+    """
+    old = fingerprints(stack)
+    cluster = _cluster()
+    rsa_bits = (cluster.get("host_keys") or {}).get("rsa_bits", 3072)
+    try:
+        result = ccc_hostkeys.rotate(cluster["state_dir"], stack, rsa_bits)
+    except OSError as exc:
+        raise CommandExecutionError(f"rotating the host keys of {stack} failed: {exc}") from exc
+    return {
+        "stack": stack,
+        "old": old,
+        "new": ccc_hostkeys.fingerprints(result["current"]),
+        "retired_copy": result["retired"],
+        "next": ("nodes copy the new keys at their next state.apply cluster (role sshd_hostkeys) or "
+                 f"containers, e.g. now: salt '*' state.apply containers pillar='{{\"containers\": \"{stack}\"}}'; "
+                 "the container serves them after its next restart"),
+    }
+
+
+def backup_plan(backup_dir=None, keep=None):
+    """
+    What the sshd_hostkeys role's backup would do now: the content digest of the shared sets,
+    the tar it would write (none when the newest backup is current) and the old ones it would
+    delete. Defaults: ``ccc:sshd_hostkeys:backup_dir`` and ``keep``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_hostkeys.backup_plan
+    """
+    settings = __salt__["ccc_cluster.role_settings"]("sshd_hostkeys")
+    backup_dir = backup_dir or settings["backup_dir"]
+    keep = keep if keep is not None else settings["keep"]
+    source = os.path.join(_cluster()["state_dir"], "host-keys")
+    if not os.path.isdir(source):
+        return {"source": source, "sets": 0, "write": None, "prune": []}
+    try:
+        steps = ccc_hostkey_backup.plan(source, backup_dir, keep)
+    except (OSError, ValueError) as exc:
+        raise CommandExecutionError(str(exc)) from exc
+    return {"source": source, "sets": steps["sets"], "digest": steps["digest"], "write": steps["write"],
+            "prune": steps["prune"]}

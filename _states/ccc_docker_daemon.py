@@ -1,0 +1,100 @@
+"""
+State ``ccc_docker_daemon``: ``/etc/docker/daemon.json`` from pillar, checked by dockerd before
+it is installed.
+
+.. code-block:: yaml
+
+    ccc-cluster-docker-daemon-json:
+      ccc_docker_daemon.config_managed:
+        - name: /etc/docker/daemon.json
+        - nvidia: true
+
+    ccc-cluster-docker-service:
+      service.running:
+        - name: docker
+        - watch:
+          - ccc_docker_daemon: ccc-cluster-docker-daemon-json
+
+The file is rewritten only when its text changes (sorted keys), so dockerd is restarted (by the
+``watch`` above) only then. Where the installed dockerd has ``--validate`` (Docker 23+), the new
+text is validated first; a file dockerd rejects is not installed, the state fails with dockerd's
+reason, and the failed requisite keeps the running engine from being restarted.
+"""
+
+import json
+import os
+import subprocess
+import tempfile
+
+from salt.exceptions import CommandExecutionError
+
+import ccc_docker_daemon
+import ccc_safefs
+
+__virtualname__ = "ccc_docker_daemon"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _diff(old_text, new):
+    """Top-level keys added, changed or removed (the values are the admin's own pillar)."""
+    try:
+        old = json.loads(old_text) if old_text else {}
+    except ValueError:
+        return {"replaced": "the old file was not valid JSON"}
+    if not isinstance(old, dict):
+        old = {}
+    changed = {key: {"old": old.get(key), "new": new[key]} for key in sorted(new) if old.get(key) != new[key]}
+    removed = sorted(set(old) - set(new))
+    return dict(changed, **({"removed keys": removed} if removed else {}))
+
+
+def validate(text, dockerd="dockerd"):
+    """``None`` when dockerd accepts ``text`` (or cannot validate), else dockerd's reason."""
+    try:
+        help_text = subprocess.run([dockerd, "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except OSError:
+        return None
+    if not ccc_docker_daemon.supports_validate(help_text):
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="ccc-daemon-") as handle:
+        handle.write(text)
+        handle.flush()
+        proc = subprocess.run([dockerd, "--validate", "--config-file", handle.name],
+                              capture_output=True, text=True, timeout=60, check=False)
+    if proc.returncode == 0:
+        return None
+    return (proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}").replace(handle.name, "daemon.json")
+
+
+def config_managed(name="/etc/docker/daemon.json", nvidia=None, dockerd="dockerd"):
+    """Write ``name`` from ``ccc:docker:daemon`` (+ the nvidia runtime), validated, 0644."""
+    try:
+        wanted = __salt__["ccc_docker_host.daemon_config"](nvidia=nvidia)
+    except CommandExecutionError as exc:
+        return {"name": name, "result": False, "changes": {}, "comment": str(exc)}
+    text = ccc_docker_daemon.render(wanted)
+    old = _read(name)
+    if old == text:
+        return {"name": name, "result": True, "changes": {}, "comment": f"{name} is up to date"}
+    changes = {"daemon.json": _diff(old, wanted)}
+    if __opts__["test"]:
+        return {"name": name, "result": None, "changes": changes,
+                "comment": f"{name} would be written (dockerd restarted)"}
+    problem = validate(text, dockerd)
+    if problem:
+        return {"name": name, "result": False, "changes": {},
+                "comment": f"{name} not written, dockerd rejects it (the running engine is untouched): {problem}"}
+    os.makedirs(os.path.dirname(name), mode=0o755, exist_ok=True)
+    ccc_safefs.replace_file(name, text.encode(), 0o644, root="/")
+    return {"name": name, "result": True, "changes": changes, "comment": f"{name} written"}

@@ -1,0 +1,93 @@
+"""
+State module ``ccc_hostkeys`` (the sshd_hostkeys role): ``backed_up`` keeps root-only tar
+copies of the shared SSH host key sets on this node, writing one only when the sets changed;
+``node_copies_current`` brings rotated sets to this node's container copies.
+"""
+
+import os
+
+import ccc_hostkey_backup
+import ccc_hostkeys
+import ccc_pillar
+
+__virtualname__ = "ccc_hostkeys"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def backed_up(name, keep=5):
+    """
+    ``name``: the backup folder (0700). A new ``host-keys-<UTC time>-<digest>.tar`` (0600) is
+    written when the shared sets in ``<state_dir>/host-keys`` differ from the newest backup;
+    the newest ``keep`` backups are kept. The keys themselves never appear in the output.
+    """
+    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
+    source = os.path.join(cluster["state_dir"], "host-keys")
+    storage = os.path.dirname(cluster["state_dir"].rstrip("/"))
+    if not os.path.isdir(storage):
+        ret.update(result=False, comment=f"{storage} does not exist on this node (storage not mounted?): "
+                                         "the host keys cannot be backed up")
+        return ret
+    if not os.path.isdir(source):
+        ret["comment"] = f"no host key sets in {source} yet (no container deployed): nothing to back up"
+        return ret
+    try:
+        steps = ccc_hostkey_backup.plan(source, name, keep)
+    except (OSError, ValueError) as exc:
+        ret.update(result=False, comment=f"host key backup: {exc}")
+        return ret
+    if not steps["write"] and not steps["prune"]:
+        ret["comment"] = f"backup of {steps['sets']} host key set(s) is current ({steps['digest']})"
+        return ret
+    changes = {key: steps[key] for key in ("write", "prune") if steps[key]}
+    if __opts__["test"]:
+        ret.update(result=None, changes=changes,
+                   comment=f"would back up {steps['sets']} host key set(s) to {name}")
+        return ret
+    try:
+        ccc_hostkey_backup.apply(steps, name)
+    except OSError as exc:
+        ret.update(result=False, comment=f"host key backup to {name} failed: {exc}")
+        return ret
+    ret.update(changes=changes, comment=f"backed up {steps['sets']} host key set(s) to {name}")
+    return ret
+
+
+def node_copies_current(name):
+    """
+    ``name``: the node's ``sshd_data`` folder. Every stack with a node copy there gets its
+    shared set again when that set changed (``ccc_hostkeys.rotate``), file by file, atomically;
+    a container serves the new keys after its next restart. Stacks are never added here (the
+    containers role does that), and nothing changes while the shared storage is away.
+    """
+    ret = {"name": name, "result": True, "changes": {}, "comment": ""}
+    cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
+    try:
+        stale = ccc_hostkeys.outdated(name, cluster["state_dir"])
+    except OSError as exc:
+        ret.update(result=False, comment=f"comparing the node's host keys with the shared sets failed: {exc}")
+        return ret
+    if not stale:
+        ret["comment"] = "the node's host key copies match the shared sets"
+        return ret
+    if __opts__["test"]:
+        ret.update(result=None, changes={"refresh": stale},
+                   comment=f"would copy the rotated host keys of {', '.join(stale)}")
+        return ret
+    done = []
+    for stack in stale:
+        try:
+            if ccc_hostkeys.ensure(name, cluster["state_dir"], stack):
+                done.append(stack)
+        except OSError as exc:
+            ret.update(result=False, comment=f"copying the host keys of {stack} failed: {exc}")
+            break
+    if done:
+        ret["changes"] = {"refreshed": done}
+    if ret["result"]:
+        ret["comment"] = (f"copied the rotated host keys of {', '.join(done)}; each container serves them "
+                          "after its next restart")
+    return ret

@@ -1,0 +1,60 @@
+{#- docker: apt repositories (none by default: Debian's docker.io), the engine and, on GPU nodes,
+    the NVIDIA container toolkit, each pinned (engine.version, nvidia_toolkit.version) and held;
+    dockerd enabled and running. #}
+{%- from tpldir ~ "/map.jinja" import docker with context %}
+{%- set toolkit = salt['ccc_docker_host.toolkit_enabled'](docker) %}
+{%- set package_sets = [('engine', docker.engine)] + ([('nvidia-toolkit', docker.nvidia_toolkit)] if toolkit else []) %}
+
+{%- for name, repo in (docker.repositories or {}).items() %}
+{%-   if not (name | regex_match('^([a-z0-9][a-z0-9._-]{0,62})$')) or not repo.source or not repo.key %}
+ccc-cluster-docker-repo-{{ loop.index }}-invalid:
+  test.fail_without_changes:
+    - name: {{ ("ccc:docker:repositories: " ~ name ~ " needs a name of a-z0-9._- and both source and key") | json }}
+{%-   else %}
+ccc-cluster-docker-repo-key-{{ name }}:
+  file.managed:
+    - name: /etc/apt/keyrings/{{ name }}.asc
+    - mode: "0644"
+    - makedirs: true
+{%-     if repo.key.startswith('salt://') %}
+    - source: {{ repo.key | json }}
+{%-     else %}
+    - contents_pillar: ccc:docker:repositories:{{ name }}:key
+{%-     endif %}
+
+ccc-cluster-docker-repo-{{ name }}:
+  pkgrepo.managed:
+    - name: {{ repo.source | json }}
+    - file: /etc/apt/sources.list.d/ccc-{{ name }}.list
+    - refresh: true
+    - require:
+      - file: ccc-cluster-docker-repo-key-{{ name }}
+    - require_in:
+{%-     for what, _ in package_sets %}
+      - pkg: ccc-cluster-docker-{{ what }}-packages
+{%-     endfor %}
+{%-   endif %}
+{%- endfor %}
+
+{%- for what, packages in package_sets %}
+ccc-cluster-docker-{{ what }}-packages:
+  pkg.installed:
+    - pkgs:
+{%-   for package in packages.packages %}
+{%-     if packages.version %}
+      - {{ package }}: {{ packages.version | string | json }}
+{%-     else %}
+      - {{ package }}
+{%-     endif %}
+{%-   endfor %}
+    - hold: true
+{%- endfor %}
+
+ccc-cluster-docker-service:
+  service.running:
+    - name: docker
+    - enable: true
+    - require:
+{%- for what, _ in package_sets %}
+      - pkg: ccc-cluster-docker-{{ what }}-packages
+{%- endfor %}

@@ -1,0 +1,124 @@
+"""The docker cluster role applied for real on a systemd test node (tests/support/sysnode.py): the
+engine from the node's local apt repo (held), daemon.json written once (dockerd restarted only
+then), the networks, and the egress firewall of a restricted network, checked by traffic and
+after ``systemctl restart docker`` and a reboot; a second apply changes nothing.
+
+The engine comes from the test apt repository (tests/support/aptrepo.py) configured through the
+role's own ``ccc:docker:repositories`` (source line + armored key from pillar), so the repository
+path of install.sls is exercised too.
+
+Traffic: a "container" of the restricted network is a network namespace inside the node whose
+veth is enslaved to the network's bridge (what Docker does for a container), so its packets
+cross FORWARD exactly as a container's do, without an image in the node. Its destinations are
+two addresses of a second namespace inside the node (routed through the node, as the outside
+world is): 10.99.0.2 is denied, 10.99.0.3 allowed. Nothing leaves the machine."""
+
+import json
+
+import pytest
+
+from support import aptrepo
+
+pytestmark = pytest.mark.docker
+
+STUDENT = {"subnet": "172.31.1.0/24", "gateway": "172.31.1.1", "bridge_name": "ccc-student",
+           "restricted_access": ["10.99.0.0/24"], "allowed_access": ["10.99.0.3"]}
+PILLAR = {"ccc": {
+    "roles": {"docker": True},
+    "only_roles": "docker",
+    "cluster": {"networks": {"lab-unrestricted": {"subnet": "172.31.0.0/24", "gateway": "172.31.0.1", "bridge_name": "ccc-lab"},
+                             "student-restricted": STUDENT}},
+    "docker": {"nvidia_toolkit": {"enabled": True}, "daemon": {"log-driver": "json-file"}, "registries": []},
+}}
+EXPECTED_CHAIN = [
+    "-A CCC-EGRESS -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+    "-A CCC-EGRESS -i ccc-student -o ccc-student -j RETURN",
+    "-A CCC-EGRESS -s 172.31.1.0/24 -d 10.99.0.3/32 -i ccc-student -j ACCEPT",
+    "-A CCC-EGRESS -s 172.31.1.0/24 -d 10.99.0.0/24 -i ccc-student -j DROP",
+]
+SETUP_NAMESPACES = """
+set -e
+ip netns add far; ip link add vfar type veth peer name vfar-p; ip link set vfar-p netns far
+ip addr add 10.99.0.1/24 dev vfar; ip link set vfar up
+ip -n far addr add 10.99.0.2/24 dev vfar-p; ip -n far addr add 10.99.0.3/24 dev vfar-p
+ip -n far link set vfar-p up; ip -n far link set lo up; ip -n far route add default via 10.99.0.1
+ip netns exec far setsid python3 -m http.server 8080 --bind 0.0.0.0 >/dev/null 2>&1 < /dev/null &
+ip netns add student; ip link add vstu type veth peer name vstu-p; ip link set vstu-p netns student
+ip link set vstu master ccc-student; ip link set vstu up
+ip -n student addr add 172.31.1.50/24 dev vstu-p; ip -n student link set vstu-p up
+ip -n student route add default via 172.31.1.1
+sysctl -qw net.ipv4.ip_forward=1
+"""
+FETCH = ("ip netns exec student python3 -c \"import urllib.request,sys; "
+         "urllib.request.urlopen('http://{ip}:8080/', timeout=3); print('reached')\"")
+
+
+def sh(node, command):
+    """Run a shell command in the node: (returncode, stdout + stderr)."""
+    result = node.exec(command, check=False)
+    return result.returncode, (result.stdout or "") + (result.stderr or "")
+
+
+def apply(node):
+    call = node.salt_call("state.apply", "cluster.docker", check=False)
+    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
+    return {key.split("_|-")[1]: value for key, value in call.data.items()}
+
+
+@pytest.fixture(scope="module")
+def node(sysnodes, node_repo):
+    made = sysnodes("docker-role")
+    pillar = json.loads(json.dumps(PILLAR))
+    pillar["ccc"]["docker"]["repositories"] = {"ccc-test": {
+        "source": f"deb [signed-by=/etc/apt/keyrings/ccc-test.asc] file:{aptrepo.NODE_PATH} ./",
+        "key": node_repo.armored_key_path.read_text()}}
+    made.write_pillar("site/nodes/docker-role.sls", json.dumps(pillar))
+    made.salt_call("saltutil.sync_all")
+    return made
+
+
+@pytest.fixture(scope="module")
+def first_apply(node):
+    return apply(node)
+
+
+def test_engine_installed_held_and_daemon_json_written(node, first_apply):
+    failed = {k: v["comment"] for k, v in first_apply.items() if v["result"] is not True}
+    assert not failed, failed
+    held = sh(node, "apt-mark showhold")[1].split()
+    assert "docker.io" in held and "nvidia-container-toolkit" in held
+    daemon = json.loads(sh(node, "cat /etc/docker/daemon.json")[1])
+    assert daemon["default-runtime"] == "nvidia" and daemon["log-driver"] == "json-file"
+    assert sh(node, "systemctl is-active docker")[1].strip() == "active"
+    assert sh(node, "docker network inspect student-restricted --format '{{(index .IPAM.Config 0).Subnet}}'")[1].strip() \
+        == "172.31.1.0/24"
+
+
+def test_the_chain_is_jumped_to_first_and_holds_the_rules_in_order(node, first_apply):
+    assert sh(node, "iptables -S DOCKER-USER")[1].splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
+    assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
+
+
+def test_a_second_apply_changes_nothing_and_does_not_restart_dockerd(node, first_apply):
+    started = sh(node, "systemctl show docker -p ActiveEnterTimestampMonotonic")[1]
+    second = apply(node)
+    changed = {k: v["changes"] for k, v in second.items() if v["changes"]}
+    assert not changed, changed
+    assert sh(node, "systemctl show docker -p ActiveEnterTimestampMonotonic")[1] == started
+
+
+def test_restricted_traffic_is_dropped_and_the_exception_passes(node, first_apply):
+    code, output = sh(node, SETUP_NAMESPACES)
+    assert code == 0, output
+    assert sh(node, FETCH.format(ip="10.99.0.3"))[0] == 0
+    assert sh(node, FETCH.format(ip="10.99.0.2"))[0] != 0
+
+
+def test_rules_come_back_after_a_dockerd_restart_and_a_reboot(node, first_apply):
+    sh(node, "systemctl restart docker")
+    assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
+    assert sh(node, "iptables -S DOCKER-USER")[1].splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
+    node.restart()
+    assert sh(node, "systemctl is-active docker ccc-docker-firewall")[1].split() == ["active", "active"]
+    assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
+    assert sh(node, "iptables -S DOCKER-USER")[1].splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
