@@ -8,7 +8,9 @@ and a Docker engine restarted by ``daemon.json`` changes are real. A ``SysNode``
   ``/run/lock`` are tmpfs, so they start empty, and enabled units start as at boot.
 * **Privileged, nearly**: the host's capability bounding set may lack ``CAP_SYS_RESOURCE`` (it does
   on the CI machines), and then Docker cannot start any ``--privileged`` container ("unable to
-  apply caps"). A node gets instead every capability except that one, no seccomp filter, unmasked
+  apply caps"). A node gets instead every capability except that one and ``CAP_SYS_TIME`` (the
+  clock is the host's: systemd-timedated setting a timezone in a node once moved the host's clock
+  by the zone's offset), no seccomp filter, unmasked
   ``/proc``, all devices and its own cgroup namespace; ``ccc-node-init`` remounts ``/sys`` and the
   cgroup v1 hierarchies read-write. ``/proc/sys`` outside ``net`` stays read-only: ``vm.*``,
   ``fs.*`` and most ``kernel.*`` sysctls are the host kernel's (``host_sysctl=True`` lifts this;
@@ -102,7 +104,7 @@ class SysNode:
         ensure_network()
         argv = ["docker", "run", "--detach", "--name", self.container, "--hostname", self.name,
                 "--label", LABEL, "--network", NETWORK,
-                "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+                "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--cap-drop", "SYS_TIME",
                 "--security-opt", "seccomp=unconfined", "--security-opt", "systempaths=unconfined",
                 "--device-cgroup-rule", "a *:* rwm", "--cgroupns", "private",
                 "--tmpfs", "/run:exec,mode=755", "--tmpfs", "/run/lock",
