@@ -428,19 +428,6 @@ def reconcile_node(node):
         return _advance_node(record, node, now, limits, master)
 
 
-def _compiled_digests(minions):
-    """``{minion: ccc_pillar_watch.ccc_digest}`` of a pillar compiled now for each of ``minions``
-    (with their cached grains)."""
-    if not minions:
-        return {}
-    util = salt.utils.master.MasterPillarUtil(
-        list(minions), "list", use_cached_grains=True, grains_fallback=False,
-        # pillar_fallback stays off: MasterPillarUtil lets a cached pillar override a live one.
-        use_cached_pillar=False, pillar_fallback=False, opts=__opts__,
-    )
-    return {minion: ccc_pillar_watch.ccc_digest(pillar) for minion, pillar in util.get_minion_pillar().items()}
-
-
 def pillar_watch(force=False):
     """
     Bring admins' pillar edits to the nodes concerned: when the pillar source files changed
@@ -473,7 +460,7 @@ def pillar_watch(force=False):
     targets = accepted if changed else [minion for minion in accepted if minion not in recorded]
     if not targets and fingerprint == seen.get("fingerprint") and "fingerprint" in seen:
         return {"compiled": False, "refreshed": []}
-    compiled = _compiled_digests(targets)
+    compiled = ccc_pillar_watch.compiled_digests(__opts__, targets)
     digests = {minion: compiled.get(minion, recorded.get(minion)) for minion in accepted
                if minion in compiled or minion in recorded}
     concerned = ccc_pillar_watch.concerned(recorded, digests, changed=changed and "fingerprint" in seen)

@@ -15,6 +15,8 @@ import hashlib
 import json
 import os
 
+import salt.utils.master
+
 
 def tree_fingerprint(roots):
     """A digest of every file below ``roots`` (path, size, mtime); symlinks are followed as the
@@ -51,3 +53,16 @@ def concerned(recorded, digests, changed):
     which pillar they hold in memory: one refresh and reconcile too many is harmless)."""
     return sorted(minion for minion, digest in digests.items()
                   if (minion in recorded and recorded[minion] != digest) or (changed and minion not in recorded))
+
+
+def compiled_digests(opts, minions):
+    """``{minion: ccc_digest}`` of a pillar the master compiles now for each of ``minions``, with
+    their cached grains (master ``opts``)."""
+    if not minions:
+        return {}
+    util = salt.utils.master.MasterPillarUtil(
+        list(minions), "list", use_cached_grains=True, grains_fallback=False,
+        # pillar_fallback stays off: MasterPillarUtil lets a cached pillar override a live one.
+        use_cached_pillar=False, pillar_fallback=False, opts=opts,
+    )
+    return {minion: ccc_digest(pillar) for minion, pillar in util.get_minion_pillar().items()}
