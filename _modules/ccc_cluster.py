@@ -23,6 +23,14 @@ def _ccc():
     return ccc_pillar.pillar_ccc(__pillar__)
 
 
+def _role(role):
+    """``role`` in our spelling, or the error an admin reads (the roles there are)."""
+    try:
+        return ccc_roles.role_name(role)
+    except ValueError as exc:
+        raise CommandExecutionError(str(exc)) from exc
+
+
 def roles():
     """
     What ``state.apply cluster`` does on this node, in role order: the roles it applies, the
@@ -54,10 +62,7 @@ def role_enabled(role):
 
         salt-call ccc_cluster.role_enabled docker
     """
-    try:
-        name = ccc_roles.role_name(role)
-    except ValueError as exc:
-        raise CommandExecutionError(str(exc)) from exc
+    name = _role(role)
     return name in roles()["apply"]
 
 
@@ -74,10 +79,7 @@ def role_settings(role, defaults=None):
 
         salt-call ccc_cluster.role_settings docker
     """
-    try:
-        name = ccc_roles.role_name(role)
-    except ValueError as exc:
-        raise CommandExecutionError(str(exc)) from exc
+    name = _role(role)
     if defaults is None:
         text = __salt__["cp.get_file_str"](f"salt://cluster/{name}/defaults.yaml")
         if not text:

@@ -38,14 +38,6 @@ def __virtual__():
     return __virtualname__
 
 
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
 def _diff(old_text, new):
     """Top-level keys added, changed or removed (the values are the admin's own pillar)."""
     try:
@@ -84,7 +76,7 @@ def config_managed(name="/etc/docker/daemon.json", nvidia=None, dockerd="dockerd
     except CommandExecutionError as exc:
         return {"name": name, "result": False, "changes": {}, "comment": str(exc)}
     text = ccc_docker_daemon.render(wanted)
-    old = _read(name)
+    old = ccc_safefs.read_text(name)
     if old == text:
         return {"name": name, "result": True, "changes": {}, "comment": f"{name} is up to date"}
     changes = {"daemon.json": _diff(old, wanted)}

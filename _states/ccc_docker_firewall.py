@@ -20,6 +20,7 @@ import subprocess
 import ccc_docker_firewall as fw
 import ccc_pillar
 import ccc_safefs
+import ccc_state_ret
 
 __virtualname__ = "ccc_docker_firewall"
 
@@ -41,18 +42,6 @@ def _live():
     return (fw.live_rules(chain) if code == 0 else None), fw.jump_first(parent)
 
 
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _result(name, result, changes, comment):
-    return {"name": name, "result": result, "changes": changes, "comment": comment}
-
-
 def _diff(live, wanted):
     live = live or []
     return {key: value for key, value in (("added", [r for r in wanted if r not in live]),
@@ -69,13 +58,13 @@ def managed(name, rules_file="/etc/ccc-salt/docker-firewall.rules", script="/usr
         networks = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__)).get("networks")
         wanted = fw.chain_rules(networks)
     except ValueError as exc:
-        return _result(name, False, {}, f"egress rules not applied: {exc}")
+        return ccc_state_ret.result(name, False, {}, f"egress rules not applied: {exc}")
     if not wanted:
         return absent(name, rules_file=rules_file)
     text = fw.restore_text(wanted)
     live, jump_ok = _live()
     changes = {}
-    if _read(rules_file) != text:
+    if ccc_safefs.read_text(rules_file) != text:
         changes["rules file"] = rules_file
     if live != wanted:
         changes["chain"] = _diff(live, wanted) or {"reordered": wanted}
@@ -83,16 +72,16 @@ def managed(name, rules_file="/etc/ccc-salt/docker-firewall.rules", script="/usr
         changes["jump"] = f"-I {fw.PARENT} 1 -j {fw.CHAIN}"
     summary = f"{len(wanted)} rule(s) in {fw.CHAIN} for restricted networks"
     if not changes:
-        return _result(name, True, {}, f"{summary} in place")
+        return ccc_state_ret.result(name, True, {}, f"{summary} in place")
     if __opts__["test"]:
-        return _result(name, None, changes, f"{summary} would be applied")
+        return ccc_state_ret.result(name, None, changes, f"{summary} would be applied")
     ccc_safefs.replace_file(rules_file, text.encode(), 0o644, root="/")
     proc = subprocess.run([script, rules_file], capture_output=True, text=True, check=False)
     live, jump_ok = _live()
     if proc.returncode != 0 or live != wanted or not jump_ok:
         detail = proc.stderr.strip() or proc.stdout.strip() or "the live chain still differs"
-        return _result(name, False, changes, f"{summary} could not be applied: {detail}")
-    return _result(name, True, changes, f"{summary} applied")
+        return ccc_state_ret.result(name, False, changes, f"{summary} could not be applied: {detail}")
+    return ccc_state_ret.result(name, True, changes, f"{summary} applied")
 
 
 def absent(name, rules_file="/etc/ccc-salt/docker-firewall.rules"):
@@ -108,16 +97,16 @@ def absent(name, rules_file="/etc/ccc-salt/docker-firewall.rules"):
     if os.path.lexists(rules_file):
         changes["rules file"] = "removed"
     if not changes:
-        return _result(name, True, {}, f"no egress chain {fw.CHAIN}")
+        return ccc_state_ret.result(name, True, {}, f"no egress chain {fw.CHAIN}")
     if __opts__["test"]:
-        return _result(name, None, changes, f"egress chain {fw.CHAIN} would be removed")
+        return ccc_state_ret.result(name, None, changes, f"egress chain {fw.CHAIN} would be removed")
     for _ in range(jumps):
         _iptables("-D", fw.PARENT, "-j", fw.CHAIN)
     if chain_code == 0:
         for args in (("-F", fw.CHAIN), ("-X", fw.CHAIN)):
             code, _, error = _iptables(*args)
             if code != 0:
-                return _result(name, False, changes, f"could not remove {fw.CHAIN}: {error}")
+                return ccc_state_ret.result(name, False, changes, f"could not remove {fw.CHAIN}: {error}")
     if os.path.lexists(rules_file):
         os.unlink(rules_file)
-    return _result(name, True, changes, f"egress chain {fw.CHAIN} removed")
+    return ccc_state_ret.result(name, True, changes, f"egress chain {fw.CHAIN} removed")

@@ -26,6 +26,7 @@ anyway). It never appears in ``changes`` or comments: a changed secret is report
 import ccc_engine
 import ccc_pillar
 import ccc_secrets
+import ccc_state_ret
 
 __virtualname__ = "ccc_docker_portainer"
 ROLE_LABEL = "ccc.cluster-role"
@@ -36,10 +37,6 @@ BINDS = ["/var/run/docker.sock:/var/run/docker.sock", "/var/lib/docker/volumes:/
 
 def __virtual__():
     return __virtualname__
-
-
-def _result(name, result, changes, comment):
-    return {"name": name, "result": result, "changes": changes, "comment": comment}
 
 
 def _node():
@@ -100,12 +97,12 @@ def agent(name, enabled=False, image="portainer/agent:latest", publish_ip="127.0
     try:
         return _agent(client, name, enabled, image, publish_ip, publish_port)
     except ccc_secrets.InvalidSecret as exc:
-        return _result(name, False, {}, str(exc))
+        return ccc_state_ret.result(name, False, {}, str(exc))
     except Exception as exc:
         problem = ccc_engine.engine_problem(exc, node["docker_url"])
         if problem is None:
             raise
-        return _result(name, False, {}, ccc_secrets.mask(problem, ccc_secrets.values({"ccc": ccc_pillar.pillar_ccc(__pillar__)})))
+        return ccc_state_ret.result(name, False, {}, ccc_secrets.mask(problem, ccc_secrets.values({"ccc": ccc_pillar.pillar_ccc(__pillar__)})))
     finally:
         client.close()
 
@@ -114,13 +111,13 @@ def _agent(client, name, enabled, image, publish_ip, publish_port):
     test = bool(__opts__["test"])
     attrs = ccc_engine.inspect(client, name)
     if attrs and ccc_engine.labels(attrs).get(ROLE_LABEL) != ROLE_VALUE:
-        return _result(name, False, {}, f"a container named {name} exists that ccc-salt did not create; left alone")
+        return ccc_state_ret.result(name, False, {}, f"a container named {name} exists that ccc-salt did not create; left alone")
     if not enabled:
         if not attrs:
-            return _result(name, True, {}, "portainer agent is off")
+            return ccc_state_ret.result(name, True, {}, "portainer agent is off")
         if not test:
             client.api.remove_container(attrs["Id"], force=True)
-        return _result(name, None if test else True, {"removed": name},
+        return ccc_state_ret.result(name, None if test else True, {"removed": name},
                        f"portainer agent {name} {'would be' if test else 'was'} removed (switched off)")
     secret = _secret()
     image_id = _image_id(client, image)
@@ -129,11 +126,11 @@ def _agent(client, name, enabled, image, publish_ip, publish_port):
         image_id = _image_id(client, image)
     found = differences(attrs, image, image_id, publish_ip, publish_port, secret) if attrs else ["created"]
     if not found:
-        return _result(name, True, {}, f"portainer agent {name} runs as configured")
+        return ccc_state_ret.result(name, True, {}, f"portainer agent {name} runs as configured")
     changes = {"agent": found}
     if test:
-        return _result(name, None, changes, f"portainer agent {name} would be {'created' if not attrs else 'recreated'}")
+        return ccc_state_ret.result(name, None, changes, f"portainer agent {name} would be {'created' if not attrs else 'recreated'}")
     if attrs:
         client.api.remove_container(attrs["Id"], force=True)
     _create(client, name, image, publish_ip, publish_port, secret)
-    return _result(name, True, changes, f"portainer agent {name} {'created' if not attrs else 'recreated'}")
+    return ccc_state_ret.result(name, True, changes, f"portainer agent {name} {'created' if not attrs else 'recreated'}")

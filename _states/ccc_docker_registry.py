@@ -22,6 +22,7 @@ import ccc_docker_auth
 import ccc_engine
 import ccc_pillar
 import ccc_safefs
+import ccc_state_ret
 import ccc_secrets
 
 __virtualname__ = "ccc_docker_registry"
@@ -30,18 +31,6 @@ CONFIG = "/root/.docker/config.json"
 
 def __virtual__():
     return __virtualname__
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _result(name, result, changes, comment):
-    return {"name": name, "result": result, "changes": changes, "comment": comment}
 
 
 def _write(path, config):
@@ -69,34 +58,34 @@ def logged_in(name, config=CONFIG):
     try:
         username = ccc_secrets.lookup(pillar, "registries", name, "username")
         password = ccc_secrets.lookup(pillar, "registries", name, "password")
-        current = ccc_docker_auth.parse(_read(config))
+        current = ccc_docker_auth.parse(ccc_safefs.read_text(config))
     except (KeyError, ValueError) as exc:
-        return _result(name, False, {}, ccc_secrets.mask(str(exc), secrets))
+        return ccc_state_ret.result(name, False, {}, ccc_secrets.mask(str(exc), secrets))
     if ccc_docker_auth.logged_in(current, name, username, password):
-        return _result(name, True, {}, f"logged in to {name}")
+        return ccc_state_ret.result(name, True, {}, f"logged in to {name}")
     changes = {"login": f"{name} ({config})"}
     if __opts__["test"]:
-        return _result(name, None, changes, f"would log in to {name}")
+        return ccc_state_ret.result(name, None, changes, f"would log in to {name}")
     problem = _verify(name, username, password)
     if problem:
-        return _result(name, False, {}, f"login to {name} refused, nothing written: "
+        return ccc_state_ret.result(name, False, {}, f"login to {name} refused, nothing written: "
                                         f"{ccc_secrets.mask(problem, secrets + [username, password])}")
     _write(config, ccc_docker_auth.with_login(current, name, username, password))
-    return _result(name, True, changes, f"logged in to {name}")
+    return ccc_state_ret.result(name, True, changes, f"logged in to {name}")
 
 
 def logins_absent(name, hosts, config=CONFIG):
     """Remove root's logins to ``hosts`` (other registries' logins and settings are kept)."""
     try:
-        current = ccc_docker_auth.parse(_read(config))
+        current = ccc_docker_auth.parse(ccc_safefs.read_text(config))
     except ValueError as exc:
-        return _result(name, False, {}, str(exc))
+        return ccc_state_ret.result(name, False, {}, str(exc))
     remaining, removed = ccc_docker_auth.without_logins(current, hosts or [])
     if not removed:
-        return _result(name, True, {}, "no registry logins to remove")
+        return ccc_state_ret.result(name, True, {}, "no registry logins to remove")
     changes = {"logged out": removed}
     if __opts__["test"]:
-        return _result(name, None, changes, f"would log out of {', '.join(removed)}")
+        return ccc_state_ret.result(name, None, changes, f"would log out of {', '.join(removed)}")
     if os.path.exists(config):
         _write(config, remaining)
-    return _result(name, True, changes, f"logged out of {', '.join(removed)}")
+    return ccc_state_ret.result(name, True, changes, f"logged out of {', '.join(removed)}")

@@ -189,6 +189,15 @@ def replace_file(path, data, mode, owner=None, root=None):
         os.close(fd)
 
 
+def read_text(path):
+    """The text of a root-owned admin file (``replace_file``'s counterpart), ``None`` when missing."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
 def create_file_at(dir_fd, name, data, mode, owner):
     """Create ``name`` only if nothing (not even a dangling symlink) is there; True if written."""
     try:
