@@ -460,10 +460,16 @@ def pillar_watch(force=False):
     targets = accepted if changed else [minion for minion in accepted if minion not in recorded]
     if not targets and fingerprint == seen.get("fingerprint") and "fingerprint" in seen:
         return {"compiled": False, "refreshed": []}
-    compiled = ccc_pillar_watch.compiled_digests(__opts__, targets)
+    compiled, broken = ccc_pillar_watch.compiled_digests(__opts__, targets)
     digests = {minion: compiled.get(minion, recorded.get(minion)) for minion in accepted
                if minion in compiled or minion in recorded}
     concerned = ccc_pillar_watch.concerned(recorded, digests, changed=changed and "fingerprint" in seen)
+    if broken & set(concerned):
+        # A refresh would swap the minion's last good pillar for a broken one; its digest is
+        # recorded, so the fix (another digest) refreshes it.
+        log.warning("ccc: pillar of %s has render errors: not refreshed until it renders again",
+                    ", ".join(sorted(broken & set(concerned))))
+        concerned = [minion for minion in concerned if minion not in broken]
     master = _Master()
     for minion in concerned:
         try:

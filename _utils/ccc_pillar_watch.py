@@ -56,13 +56,15 @@ def concerned(recorded, digests, changed):
 
 
 def compiled_digests(opts, minions):
-    """``{minion: ccc_digest}`` of a pillar the master compiles now for each of ``minions``, with
-    their cached grains (master ``opts``)."""
+    """``({minion: ccc_digest}, {minions whose pillar has render errors})`` of a pillar the master
+    compiles now for each of ``minions``, with their cached grains (master ``opts``)."""
     if not minions:
-        return {}
+        return {}, set()
     util = salt.utils.master.MasterPillarUtil(
         list(minions), "list", use_cached_grains=True, grains_fallback=False,
         # pillar_fallback stays off: MasterPillarUtil lets a cached pillar override a live one.
         use_cached_pillar=False, pillar_fallback=False, opts=opts,
     )
-    return {minion: ccc_digest(pillar) for minion, pillar in util.get_minion_pillar().items()}
+    pillars = util.get_minion_pillar()
+    return ({minion: ccc_digest(pillar) for minion, pillar in pillars.items()},
+            {minion for minion, pillar in pillars.items() if (pillar or {}).get("_errors")})

@@ -48,3 +48,10 @@ if [[ "$(findmnt -n -o PROPAGATION /)" == private ]]; then
     echo "== making / a shared mount (as systemd does at boot)"
     mount --make-rshared /
 fi
+
+# The test nodes (tests/nodes/) run systemd, whose inotify instances count against root on the
+# host: Debian's default of 128 runs out with a few nodes and the beacon tests side by side.
+if ((with_tests)) && (( $(cat /proc/sys/fs/inotify/max_user_instances) < 1024 )); then
+    echo "== raising fs.inotify.max_user_instances to 1024 for the test nodes"
+    sysctl -qw fs.inotify.max_user_instances=1024
+fi

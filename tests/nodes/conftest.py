@@ -35,10 +35,12 @@ def node_repo():
     return aptrepo.build_repo()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sysnodes(node_repo):
     """Factory: ``sysnodes("n1")`` boots a fresh node (replacing a leftover of that name) and
-    returns it running; every node made is removed at the end of the session."""
+    returns it running; every node made is removed when its test module ends. Each node's systemd
+    holds inotify instances counted against root on the host (``fs.inotify.max_user_instances``,
+    128 by default), so nodes do not outlive their module."""
     made = []
 
     def make(name, **options):

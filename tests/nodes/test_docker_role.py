@@ -14,6 +14,7 @@ two addresses of a second namespace inside the node (routed through the node, as
 world is): 10.99.0.2 is denied, 10.99.0.3 allowed. Nothing leaves the machine."""
 
 import json
+import subprocess
 
 import pytest
 
@@ -114,6 +115,23 @@ def test_restricted_traffic_is_dropped_and_the_exception_passes(node, first_appl
     assert sh(node, FETCH.format(ip="10.99.0.2"))[0] != 0
 
 
+def _container_fetch(node, ip):
+    """A real container on the restricted network (the tiny test image's busybox wget)."""
+    return sh(node, f"docker run --rm --network student-restricted --entrypoint /bin/busybox ccc-test/tiny:1 "
+                    f"wget -q -T 3 -O /dev/null http://{ip}:8080/")[0]
+
+
+def test_a_container_on_the_restricted_network_is_held_to_the_rules(node, first_apply):
+    """Follows the namespaces test (the far side serves 10.99.0.2 and .3); also after dockerd restarts."""
+    saved = subprocess.run(["docker", "save", "ccc-test/tiny:1"], capture_output=True, check=True).stdout
+    subprocess.run(["docker", "exec", "-i", node.container, "docker", "load"], input=saved, capture_output=True, check=True)
+    assert _container_fetch(node, "10.99.0.3") == 0, "the allowed address is not reachable from a container"
+    assert _container_fetch(node, "10.99.0.2") != 0, "a container reached a denied address"
+    sh(node, "systemctl restart docker")
+    assert _container_fetch(node, "10.99.0.3") == 0
+    assert _container_fetch(node, "10.99.0.2") != 0, "a container reached a denied address after a dockerd restart"
+
+
 def test_rules_come_back_after_a_dockerd_restart_and_a_reboot(node, first_apply):
     sh(node, "systemctl restart docker")
     assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
@@ -122,3 +140,20 @@ def test_rules_come_back_after_a_dockerd_restart_and_a_reboot(node, first_apply)
     assert sh(node, "systemctl is-active docker ccc-docker-firewall")[1].split() == ["active", "active"]
     assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
     assert sh(node, "iptables -S DOCKER-USER")[1].splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
+
+
+def test_clean_removes_the_firewall_and_keeps_engine_networks_and_containers(node, first_apply):
+    """``ccc:roles:docker: absent`` applies cluster.docker.clean: runs last in this module."""
+    sh(node, "docker run -d --name keep-me --network student-restricted --entrypoint /bin/busybox ccc-test/tiny:1 "
+             "sleep 600")
+    call = node.salt_call("state.apply", "cluster.docker.clean", check=False)
+    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
+    assert {k: v["comment"] for k, v in call.data.items() if v["result"] is not True} == {}
+    assert sh(node, "iptables -S CCC-EGRESS")[0] != 0, "the chain is still there"
+    assert "CCC-EGRESS" not in sh(node, "iptables -S DOCKER-USER")[1]
+    assert sh(node, "test -e /etc/systemd/system/ccc-docker-firewall.service")[0] != 0
+    assert sh(node, "systemctl is-active docker")[1].strip() == "active"
+    assert "student-restricted" in sh(node, "docker network ls --format '{{.Name}}'")[1].split()
+    assert sh(node, "docker inspect -f '{{.State.Running}}' keep-me")[1].strip() == "true"
+    again = node.salt_call("state.apply", "cluster.docker.clean", check=False)
+    assert {k: v["changes"] for k, v in again.data.items() if v["changes"]} == {}

@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 import yaml
 
@@ -83,6 +84,11 @@ def node_ccc(node, storage_root, docker_url):
     return deep_merge(sample_ccc(node), overrides)
 
 
+# One keyring (the sample's DEMO key) for every test config: each keyring gets its own gpg-agent,
+# which outlives the test and holds inotify instances (root has 128 on Debian by default).
+SHARED_GPG_KEYDIR = pathlib.Path(tempfile.gettempdir()) / f"ccc-salt-test-gpgkeys-{os.getuid()}"
+
+
 class SaltNode:
     """A masterless minion (salt-call --local) for one simulated node of a test site."""
 
@@ -97,7 +103,7 @@ class SaltNode:
         self.write_pillar()
         subprocess.run(
             [sys.executable, str(REPO / "scripts" / "make-local-config.py"), "--config-dir", str(self.config_dir),
-             "--id", node, "--pillar-root", str(self.overrides_root)],
+             "--id", node, "--pillar-root", str(self.overrides_root), "--gpg-keydir", str(SHARED_GPG_KEYDIR)],
             check=True, capture_output=True,
         )
         self.salt_call("saltutil.sync_all")
