@@ -24,7 +24,11 @@ EXTRA = {"STACK_NAME": "ana-extra", "USER_EMAIL": "ana.novak@example.org",
 
 
 def _container_ids(daemons):
-    return {node: {c.name: c.id for c in daemon.client().containers.list(all=True)} for node, daemon in daemons.items()}
+    """Container name -> id per node; a swap still in flight (``.ccc-new``/``.ccc-old``) counts as none."""
+    ids = {node: {c.name: c.id for c in daemon.client().containers.list(all=True)} for node, daemon in daemons.items()}
+    if any(".ccc-" in name for names in ids.values() for name in names):
+        return None
+    return ids
 
 
 def test_a_container_added_to_pillar_runs_on_its_node_and_its_file_is_watched(
@@ -33,7 +37,9 @@ def test_a_container_added_to_pillar_runs_on_its_node_and_its_file_is_watched(
     # The admin's file: the site's containers.sls (this pillar root comes first, so it shadows the sample's).
     containers_sls = overrides_root / "site" / "containers.sls"
     sample = yaml.safe_load((site.SAMPLE_SITE / "containers.sls").read_text())
-    before = _container_ids(dockerds)
+    time.sleep(SETTLE)  # redeploys of earlier tests' edits are over
+    before = wait_for(lambda: _container_ids(dockerds), interval=0.5)
+    assert before, "a swap of an earlier test did not finish"
     try:
         containers_sls.write_text(yaml.safe_dump({"ccc": {"containers": sample["ccc"]["containers"] + [EXTRA]}}))
         edited = time.monotonic()
@@ -46,7 +52,7 @@ def test_a_container_added_to_pillar_runs_on_its_node_and_its_file_is_watched(
         path.write_text("ana-extra:\n  SHM_SIZE: 3g\n")
         assert wait_for(lambda: shm_of(node1, "ana-extra") == 3 * GIB, timeout=EDIT_TIMEOUT), \
             "node1's beacon does not watch the settings file of the container added to pillar"
-        after = _container_ids(dockerds)
+        after = wait_for(lambda: _container_ids(dockerds), interval=0.5)
         for node, ids in before.items():
             assert {name: after[node].get(name) for name in ids} == ids, f"{node}'s other containers were recreated"
     finally:
