@@ -78,13 +78,20 @@ def _generate(folder, stack, rsa_bits):
                 handle.write(data)
 
 
-def _shared_set(state_dir, stack, rsa_bits):
-    """The folder of the shared key set of ``stack``, generated if needed; its parent must exist."""
+def _store(state_dir):
+    """``<state_dir>/host-keys`` (made root-only when missing); the shared storage above the
+    state dir must be there: a missing one is an unmounted share, never created."""
     parent = os.path.dirname(state_dir.rstrip("/"))
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"{parent} does not exist on this node (storage not mounted?)")
     store = os.path.join(state_dir, "host-keys")
     os.makedirs(store, mode=0o700, exist_ok=True)
+    return store
+
+
+def _shared_set(state_dir, stack, rsa_bits):
+    """The folder of the shared key set of ``stack``, generated if needed; its parent must exist."""
+    store = _store(state_dir)
     final = os.path.join(store, stack)
     if all(os.path.isfile(os.path.join(final, name)) for name in key_files()):
         return final
@@ -190,11 +197,7 @@ def rotate(state_dir, stack, rsa_bits=3072, now=None):
     new set (``ensure``). A node that generates a set between the two renames (a first deploy
     racing the rotation) wins, and its fresh set is kept: either way the old keys are retired.
     """
-    parent = os.path.dirname(state_dir.rstrip("/"))
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"{parent} does not exist on this node (storage not mounted?)")
-    store = os.path.join(state_dir, "host-keys")
-    os.makedirs(store, mode=0o700, exist_ok=True)
+    store = _store(state_dir)
     final = os.path.join(store, stack)
     temporary = os.path.join(store, f".{stack}.tmp-{secrets.token_hex(8)}")
     os.mkdir(temporary, 0o700)

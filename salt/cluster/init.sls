@@ -3,8 +3,7 @@
     ccc:only_roles limits one run:
       salt 'gpu*' state.apply cluster pillar='{"ccc": {"only_roles": "docker,timezone"}}'
     A role set to "absent" gets its clean state instead. #}
-{%- set plan = {} %}
-{%- do plan.update(salt['ccc_cluster.roles']()) %}
+{%- set plan = salt['ccc_cluster.roles']() %}
 {%- if plan.apply or plan.clean %}
 include:
 {%-   for role in plan.apply %}

@@ -16,14 +16,6 @@
 # label ccc-test.inputs=<hash of that and the image settings> and is skipped when current.
 set -euo pipefail
 
-if [[ $# -gt 1 ]]; then
-    echo "usage: $0 [DOCKER_HOST_URL]" >&2
-    exit 2
-fi
-if [[ $# -eq 1 ]]; then
-    export DOCKER_HOST=$1
-fi
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_dir=${CCC_CACHE_DIR:-$HOME/.cache/ccc-salt}
 suite=bookworm
@@ -50,6 +42,7 @@ masked=(
 )
 
 . "$here/lib.sh"
+docker_host_arg "$@"
 
 # Create the cached node root filesystem tarball $1.
 make_node_rootfs() {

@@ -16,14 +16,6 @@
 # CCC_DEBIAN_MIRROR).
 set -euo pipefail
 
-if [[ $# -gt 1 ]]; then
-    echo "usage: $0 [DOCKER_HOST_URL]" >&2
-    exit 2
-fi
-if [[ $# -eq 1 ]]; then
-    export DOCKER_HOST=$1
-fi
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_dir=${CCC_CACHE_DIR:-$HOME/.cache/ccc-salt}
 recipe=1   # bump when a recipe below changes in a way the hashes miss
@@ -33,6 +25,7 @@ busybox=/bin/busybox
 sys_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 tiny_entrypoint='["/bin/sh","-c","trap \"exit 0\" TERM; while :; do sleep 3600 & wait $!; done"]'
 . "$here/lib.sh"
+docker_host_arg "$@"
 
 # import_image TAG HASH ENTRYPOINT_JSON PATH_ENV TAR ("-" for stdin)
 import_image() {

@@ -7,6 +7,17 @@
 
 work=
 
+# docker_host_arg [DOCKER_HOST_URL]: the daemon a build script talks to (its one optional argument).
+docker_host_arg() {
+    if [[ $# -gt 1 ]]; then
+        echo "usage: $0 [DOCKER_HOST_URL]" >&2
+        exit 2
+    fi
+    if [[ $# -eq 1 ]]; then
+        export DOCKER_HOST=$1
+    fi
+}
+
 log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
 die() { log "$*"; exit 1; }
 

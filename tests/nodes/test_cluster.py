@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from support import aptrepo, secrets
+from support import secrets
 
 pytestmark = pytest.mark.docker
 
@@ -30,7 +30,7 @@ SECRET_VALUES = ["agent-secret-7d1f0c", "frp-token-59e2aa", "metrics-pass-0b3c",
 INOTIFY = ("max_user_watches", "max_user_instances", "max_queued_events")
 
 
-def _pillar(node_repo, portainer):
+def _pillar(portainer):
     inotify = {key: int(pathlib.Path(f"/proc/sys/fs/inotify/{key}").read_text()) for key in INOTIFY}
     return {"ccc": {
         "roles": {"nvidia": True},
@@ -65,7 +65,7 @@ def _apply(node, timings, label):
 
 
 @pytest.fixture(scope="module")
-def node(sysnodes, node_repo, tmp_path_factory):
+def node(sysnodes, tmp_path_factory):
     made = sysnodes("cluster-full", host_sysctl=True)
     made.outputs = []
     made.add_apt_source()  # the site's Debian mirror, standing in for the one every node has
@@ -78,14 +78,14 @@ def node(sysnodes, node_repo, tmp_path_factory):
     made.exec("gpg --batch --quiet --homedir /etc/ccc-test/salt-local/gpgkeys --import /tmp/ccc-test-key.asc"
               " && rm /tmp/ccc-test-key.asc")
     made.write_pillar("site/secrets.sls", secrets.secrets_sls(keyring, SECRETS))
-    made.write_pillar("site/nodes/cluster-full.sls", json.dumps(_pillar(node_repo, portainer=False)))
+    made.write_pillar("site/nodes/cluster-full.sls", json.dumps(_pillar(portainer=False)))
     made.salt_call("saltutil.sync_all")
     secrets.stop_agent(keyring)
     return made
 
 
 @pytest.fixture(scope="module")
-def runs(node, node_repo):
+def runs(node):
     """The three applies: fresh node, portainer agent switched on, no-op; and their durations."""
     timings = {}
     first = _apply(node, timings, "first")
@@ -95,7 +95,7 @@ def runs(node, node_repo):
     saved = subprocess.run(["docker", "save", "ccc-test/tiny:1"], capture_output=True, check=True).stdout
     subprocess.run(["docker", "exec", "-i", node.container, "docker", "load"], input=saved, capture_output=True, check=True)
     node.exec(["docker", "tag", "ccc-test/tiny:1", AGENT_IMAGE])
-    node.write_pillar("site/nodes/cluster-full.sls", json.dumps(_pillar(node_repo, portainer=True)))
+    node.write_pillar("site/nodes/cluster-full.sls", json.dumps(_pillar(portainer=True)))
     second = _apply(node, timings, "portainer on")
     third = _apply(node, timings, "no-op")
     print("state.apply cluster on a fresh node: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))

@@ -1,4 +1,5 @@
-"""Load the agents' service scripts (agents/*.py, not importable packages) as modules."""
+"""Load files that are not importable packages as modules: the agents' service scripts
+(agents/*.py) and Salt's custom modules with the dunders Salt would inject."""
 
 import importlib.util
 import pathlib
@@ -6,10 +7,17 @@ import pathlib
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def load_agent(file_name):
-    """Import ``agents/<file_name>`` under its stem as a module and return it."""
-    path = REPO / "agents" / file_name
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+def load_module(path, name, **dunders):
+    """Import the repository file ``path`` as module ``name``; each keyword becomes a dunder
+    (``salt=...`` sets ``__salt__``), as Salt's loader injects them."""
+    spec = importlib.util.spec_from_file_location(name, REPO / path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    for key, value in dunders.items():
+        setattr(module, f"__{key}__", value)
     return module
+
+
+def load_agent(file_name):
+    """Import ``agents/<file_name>`` under its stem as a module and return it."""
+    return load_module(pathlib.Path("agents") / file_name, pathlib.Path(file_name).stem)

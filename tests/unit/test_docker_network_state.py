@@ -3,26 +3,17 @@ admin reads for a present, created, recreated or in-use network, in test mode an
 fake ``__salt__``; and the real ``ccc_docker_host`` module against a Docker engine that does not
 answer (one clean line, no traceback). The moved tests of ``ccc_container.network_present``."""
 
-import importlib.util
 import pathlib
 
 import pytest
 from salt.exceptions import CommandExecutionError
 
+from support.scripts import load_module
 from support.site import sample_ccc
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEAD_ENGINE = "unix:///nonexistent/ccc-test-docker.sock"
 SUBNET = {"subnet": {"old": "10.0.0.0/24", "new": "172.30.2.0/24"}}
-
-
-def load(path, name, **dunders):
-    spec = importlib.util.spec_from_file_location(name, REPO / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for key, value in dunders.items():
-        setattr(module, f"__{key}__", value)
-    return module
 
 
 def state(status, test=False):
@@ -31,7 +22,7 @@ def state(status, test=False):
     def network_present(name, test):
         calls.append((name, test))
         return status if isinstance(status, dict) else {"action": status, "differences": {}, "users": []}
-    module = load("_states/ccc_docker_network.py", "ccc_docker_network_state",
+    module = load_module("_states/ccc_docker_network.py", "ccc_docker_network_state",
                   salt={"ccc_docker_host.network_present": network_present}, opts={"test": test})
     return module, calls
 
@@ -70,13 +61,13 @@ def test_a_changed_network_in_use_fails_naming_the_difference_and_the_containers
 def dead_engine(tmp_path):
     ccc = sample_ccc("node1")
     ccc["node"].update(docker_url=DEAD_ENGINE, state_dir=str(tmp_path / "state"))
-    return load("_modules/ccc_docker_host.py", "ccc_docker_host_module", pillar={"ccc": ccc},
+    return load_module("_modules/ccc_docker_host.py", "ccc_docker_host_module", pillar={"ccc": ccc},
                 grains={"id": "node1"}, context={}, salt={})
 
 
 @pytest.mark.parametrize("test", [True, False])
 def test_the_state_fails_in_one_line_when_the_engine_does_not_answer(dead_engine, test):
-    module = load("_states/ccc_docker_network.py", "ccc_docker_network_state", opts={"test": test},
+    module = load_module("_states/ccc_docker_network.py", "ccc_docker_network_state", opts={"test": test},
                   salt={"ccc_docker_host.network_present": dead_engine.network_present})
     assert module.present("claims") == {"name": "claims", "result": False, "changes": {},
                                         "comment": f"the Docker engine of this node does not answer ({DEAD_ENGINE})"}

@@ -3,29 +3,20 @@ reads in ``state.apply`` output (result, changes, comment) in test mode, with no
 changes and on failures; and the real ``ccc_docker`` execution module against a Docker engine that
 does not answer, where every node state fails with one clean line instead of a traceback."""
 
-import importlib.util
 import pathlib
 
 import pytest
 from salt.exceptions import CommandExecutionError
 
+from support.scripts import load_module
 from support.site import sample_ccc
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEAD_ENGINE = "unix:///nonexistent/ccc-test-docker.sock"
 
 
-def load(path, name, **dunders):
-    spec = importlib.util.spec_from_file_location(name, REPO / path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for key, value in dunders.items():
-        setattr(module, f"__{key}__", value)
-    return module
-
-
 def states(salt, test=False, context=None):
-    return load("_states/ccc_container.py", "ccc_container_state", salt=salt, opts={"test": test},
+    return load_module("_states/ccc_container.py", "ccc_container_state", salt=salt, opts={"test": test},
                 context={} if context is None else context)
 
 
@@ -181,7 +172,7 @@ def dead_engine(tmp_path):
     ccc["cluster"]["mount_points"] = {"nfs": {key: str(tmp_path / key) for key in (
         "user_data", "group_data", "apps_data", "dataset_data", "private_data")},
         "local": {key: str(tmp_path / key) for key in ("hdd_data", "ssd_data", "sshd_data")}}
-    module = load("_modules/ccc_docker.py", "ccc_docker_module", pillar={"ccc": ccc}, grains={"id": "node1"},
+    module = load_module("_modules/ccc_docker.py", "ccc_docker_module", pillar={"ccc": ccc}, grains={"id": "node1"},
                   context={}, salt={})
     salt = {f"ccc_docker.{name}": getattr(module, name)
             for name in ("deploy", "deploy_many", "remove", "remove_orphans", "private_mounts")}
