@@ -6,10 +6,15 @@ role rules (``ccc_roles``) and the defaults-then-pillar merge (``ccc_pillar.deep
 one definition.
 """
 
+import subprocess
+
 import yaml
 
+import ccc_engine
 import ccc_pillar
+import ccc_role_services
 import ccc_roles
+import ccc_service_health
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_cluster"
@@ -68,7 +73,8 @@ def role_enabled(role):
 
 def role_settings(role, defaults=None):
     """
-    The settings of ``role``: pillar ``ccc:<role>`` merged over the role's defaults (the
+    The settings of ``role``: pillar ``ccc:<role>`` (``ccc:fans`` for superfan_gpu and
+    ``ccc:monitoring`` for monitoring_agent: ``ccc_roles.SETTINGS_KEYS``) merged over the role's defaults (the
     ``<role>`` mapping of ``salt://cluster/<role>/defaults.yaml``, which the role's
     ``map.jinja`` passes in; from the command line they are read from the file server). Per-node
     values come from the node's pillar file, which Salt merges over the site's.
@@ -88,9 +94,67 @@ def role_settings(role, defaults=None):
     defaults = ccc_pillar.plain(defaults)
     if isinstance(defaults, dict) and set(defaults) == {name}:
         defaults = defaults[name]
-    override = _ccc().get(name)
+    key = ccc_roles.settings_key(name)
+    override = _ccc().get(key)
     if override is None:
         override = {}
     if not isinstance(override, dict):
-        raise CommandExecutionError(f"ccc:{name} must be a mapping of settings, got {type(override).__name__}")
+        raise CommandExecutionError(f"ccc:{key} must be a mapping of settings, got {type(override).__name__}")
     return ccc_pillar.deep_merge(defaults or {}, override)
+
+
+def _unit_state(name):
+    """One unit's state from ``systemctl show`` (read directly: ``service.status`` says only
+    running or not, and ``__salt__`` may pick another service provider on this node)."""
+    try:
+        shown = subprocess.run(["systemctl", "show", "--property=" + ",".join(ccc_service_health.UNIT_PROPERTIES),
+                                "--", name], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"systemd does not answer: {exc}"
+    if shown.returncode:
+        return f"systemd does not answer: {(shown.stderr or '').strip()[:120]}"
+    return ccc_service_health.unit_state(ccc_service_health.parse_show(shown.stdout))
+
+
+def _container_state(node, name, role):
+    """One container's state from its inspect data through the node's Docker engine."""
+    if ccc_engine.docker is None:
+        return "cannot tell: the docker Python SDK is missing on this node"
+    if "ccc_cluster.docker" not in __context__:
+        __context__["ccc_cluster.docker"] = ccc_engine.client(node)
+    try:
+        attrs = ccc_engine.inspect(__context__["ccc_cluster.docker"], name)
+    except Exception as exc:  # noqa: BLE001 - an engine that does not answer is the state
+        problem = ccc_engine.engine_problem(exc, node["docker_url"])
+        if problem is None:
+            raise
+        return problem
+    return ccc_service_health.container_state(attrs, role)
+
+
+def services():
+    """
+    The services of the cluster roles this node applies (``ccc_role_services``) and how each
+    is doing: ``{role: {service: "ok" | why not}}``. Units are read with ``systemctl show``,
+    containers through the node's Docker engine; the ``ccc.status`` runner asks every node this.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_cluster.services
+    """
+    ccc = _ccc()
+    node = ccc_pillar.node_settings(ccc, __grains__["id"])
+    result = {}
+    for role in roles()["apply"]:
+        if not ccc_role_services.has_services(role):
+            continue
+        for service in ccc_role_services.services(role, role_settings(role), __grains__["id"], ccc):
+            if service["kind"] == "unit":
+                state = _unit_state(service["name"])
+            else:
+                state = _container_state(node, service["name"], role)
+            result.setdefault(role, {})[ccc_service_health.label(service)] = state
+    return result
+

@@ -29,6 +29,8 @@ import ccc_pillar
 import ccc_plan
 import ccc_private_mounts
 import ccc_rules
+import ccc_swarm
+import ccc_swarm_engine
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +124,35 @@ def deploy_many(names=None, test=False):
     for stack, outcome in outcomes.items():
         if outcome.pop("announce", None):
             _announce(stack)
+        if outcome.pop("overlay_needed", None):
+            _send(ccc_swarm.EVENT_OVERLAY_NEEDED, stack)
+    if (inputs.swarm or {}).get("creator") and inputs.swarm.get("active"):
+        _prune_overlays(ccc, node, test)
     return outcomes
+
+
+def _prune_overlays(ccc, node, test):
+    """The swarm leader (callers check): overlays of stacks gone from pillar (or DISABLED) go once
+    unused. Logged: the swarm role's state reports the same pruning to the admin."""
+    client = ccc_engine.client(node)
+    try:
+        pruned = ccc_swarm_engine.prune(client, ccc_swarm.wanted_stacks(ccc, ccc.get("swarm") or {}), test)
+    except Exception as exc:  # noqa: BLE001 - the next run (or the swarm role) prunes again
+        log.warning("could not prune the stacks' swarm overlays: %s", exc)
+        return
+    finally:
+        client.close()
+    if pruned["removed"] or pruned["in use"]:
+        log.info("swarm overlays %s: %s; still in use: %s", "that would be removed" if test else "removed",
+                 pruned["removed"], pruned["in use"])
+
+
+def _send(tag, stack):
+    """Tell the master about ``stack`` (``tag``); masterless, nothing listens."""
+    try:
+        __salt__["event.send"](tag, {"stack": stack})
+    except Exception as exc:  # noqa: BLE001 - the next apply asks again
+        log.warning("could not send %s for %s: %s", tag, stack, exc)
 
 
 def _announce(stack):
@@ -212,9 +242,12 @@ def remove_orphans(test=False):
     known = {entry.get("STACK_NAME") for entry in ccc.get("containers") or [] if isinstance(entry, dict)}
     max_share = (ccc_pillar.cluster_settings(ccc).get("orphans") or {}).get("max_share")
     with _engine(node):
-        return ccc_orphans.remove(_clients(node)(), known, test=test, max_share=max_share,
-                                  force=ccc_rules.truthy(__pillar__.get("ccc_force_orphans")),
-                                  pillar_errors=__pillar__.get("_errors"))
+        removed = ccc_orphans.remove(_clients(node)(), known, test=test, max_share=max_share,
+                                     force=ccc_rules.truthy(__pillar__.get("ccc_force_orphans")),
+                                     pillar_errors=__pillar__.get("_errors"))
+    if removed.get("orphans") and ccc_swarm.role_on(ccc) and ccc_swarm.is_leader(ccc.get("swarm") or {}, __grains__["id"]):
+        _prune_overlays(ccc, node, test)  # their overlays, now that nothing of them is here
+    return removed
 
 
 def private_mounts(test=False):

@@ -1,33 +1,16 @@
 """
-Master-side ccc-salt helpers (runner ``ccc``), used by the reactor and the master's schedule.
+Master-side ccc-salt helpers (runner ``ccc``), used by the reactor, the master's schedule and admins.
 
-A settings edit must be applied on every node where its container may run: the node it leaves
-removes it and the node it moves to starts it. Which nodes those are follows from pillar
-(``ccc_pillar.allowed_nodes``); the master reads it from its cache of the minions' pillar, so
-reacting costs no pillar compilation.
-
-Edits are coalesced per stack, so saving often cannot grow the nodes' state queues: while a
-stack's job is queued or running, further edits only mark the stack pending, and ``ccc.flush``
-(run every few seconds by the master's schedule, see ``scripts/master_config.py``) applies it
-once that job has returned from every minion that still has it (or timed out). A per-user rate limit
-bounds the redeploys of users who save very often (applies that changed nothing, such as one
-edit seen by several nodes' beacons, do not count); a held-back apply tells the user why in
-``<STACK>.deploy``. The record is one JSON file under the master's cachedir, read and changed
-only under an fcntl lock: reactor worker threads and the schedule run these concurrently, and
-per-user counts span stacks. Full reconciles of a node (``reconcile_node``, after its Docker
-engine restarted) are coalesced the same way: at most one queued or running per node.
-
-Every node where a stack may run watches its (shared) settings file, so one save is reported by
-each of them, with the same file ``version`` (``_beacons/ccc_settings.py``). A version that a job
-published since already covers is not applied again (``VERSION_MEMORY``): the others' reports
-would each cost a full apply on every target, queued in front of the user's next save.
+Redeploys (``redeploy``, ``flush``, ``reconcile_node``): a settings edit is applied on every node
+where its container may run, coalesced per stack and rate-limited per user; the decisions and the
+record are ``_utils/ccc_redeploy.py``, this file publishes and reads jobs. ``pillar_watch`` brings
+admins' pillar edits to the nodes (``ccc_pillar_watch``). ``status`` asks the nodes which services
+of their cluster roles run (``ccc_cluster.services``, judged by ``ccc_service_health``).
 
 The reactor passes what the events carry as they are; the checks are here (``redeploy``,
 ``reconcile_node``), with the shared rules of ``_utils`` (``ccc_rules``, ``ccc_pillar``).
 """
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -36,7 +19,10 @@ import time
 
 import ccc_pillar
 import ccc_pillar_watch
+import ccc_redeploy
 import ccc_rules
+import ccc_service_health
+import ccc_swarm
 import salt.client
 import salt.key
 import salt.utils.master
@@ -44,108 +30,20 @@ import salt.utils.master
 __virtualname__ = "ccc"
 log = logging.getLogger(__name__)
 
-# Master config ``ccc_redeploy`` overrides these: at most ``max_applies`` applies per user per
-# ``window`` seconds; a job not returned by all its minions after ``job_timeout`` s counts as ended.
-REDEPLOY_DEFAULTS = {"max_applies": 6, "window": 60, "job_timeout": 300}
-NOTICE_LIMIT = 300
-# A minion that has not returned a job PROBE_AFTER s after its publish is asked whether it still
-# runs or queues it (saltutil.find_job, which sees the 3008 state queue; asked asynchronously, the
-# answers are read PROBE_WAIT s later). One that does not answer (down) or no longer has the job
-# (it restarted, say) will not return it and counts as done; a minion that starts reconciles all
-# of its containers anyway.
-PROBE_AFTER = 10
-PROBE_WAIT = 2
 # A minion id the runner acts on (ids come from minion-supplied event data).
 MINION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
-# s a reported settings file version is remembered as applied (a node that sees the edit only by
-# its stat poll, on another NFS client, reports it up to ccc:cluster:beacon:poll_interval later),
-# and how many versions per stack.
-VERSION_MEMORY = 600
-VERSIONS_KEPT = 8
+# The decisions live in ccc_redeploy; these names stay here for callers and tests of the runner.
+REDEPLOY_DEFAULTS = ccc_redeploy.REDEPLOY_DEFAULTS
+VERSION_MEMORY = ccc_redeploy.VERSION_MEMORY
+_targets_for = ccc_redeploy.targets_for
+_user_for = ccc_redeploy.user_for
+_limits = ccc_redeploy.limits_from
+_decide = ccc_redeploy.decide
+_notice_for = ccc_redeploy.notice_for
 
 
 def __virtual__():
     return __virtualname__
-
-
-def _targets_for(cccs, stack):
-    """The minions on which ``stack`` may run, from a map minion id -> its ``ccc`` pillar."""
-    return [minion_id for minion_id, ccc in sorted((cccs or {}).items())
-            if ccc_pillar.node_settings(ccc, minion_id)["name"] in ccc_pillar.allowed_nodes(ccc, stack)]
-
-
-def _user_for(cccs, stack):
-    """The USER_EMAIL of ``stack`` in any minion's pillar (``None`` when no pillar has the stack)."""
-    for _, ccc in sorted((cccs or {}).items()):
-        record, _ = ccc_pillar.container_record(ccc, stack, check=False)
-        if record and record.get("USER_EMAIL"):
-            return str(record["USER_EMAIL"])
-    return None
-
-
-def _limits(opts):
-    """The redeploy limits: master config ``ccc_redeploy`` over ``REDEPLOY_DEFAULTS`` (bad values ignored)."""
-    given = (opts or {}).get("ccc_redeploy")
-    limits = dict(REDEPLOY_DEFAULTS)
-    for key in limits:
-        value = given.get(key) if isinstance(given, dict) else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
-            limits[key] = value
-    return limits
-
-
-def _decide(entry, applies, done, now, limits):
-    """
-    The next step for one stack; pure (record, clock and job returns are arguments) so that
-    coalescing and the rate limit are tested with a fake clock.
-
-    ``entry`` is the stack's record (``jid``, ``targets``, ``started``, ``pending``,
-    ``held_since``), ``applies`` the times of its user's applies (all stacks), ``done`` the
-    minions that returned ``entry["jid"]`` or will not. Returns ``(action, entry)``, a new entry:
-    ``wait`` (a job is queued or running; an edit stays pending), ``hold`` (over the user's rate
-    limit), ``apply`` (publish now) or ``idle`` (nothing in flight or pending: forget the stack).
-    """
-    entry = dict(entry or {})
-    if entry.get("jid"):
-        finished = set(entry.get("targets") or ()) <= set(done or ())
-        if not finished and now - (entry.get("started") or 0) < limits["job_timeout"]:
-            return "wait", entry
-        entry.update(jid=None, targets=[], started=None)
-        for key in ("probe", "probed", "gone"):
-            entry.pop(key, None)
-    if not entry.get("pending"):
-        return "idle", entry
-    recent = [when for when in applies or () if now - when < limits["window"]]
-    if len(recent) >= limits["max_applies"]:
-        if entry.get("held_since") is None:
-            entry["held_since"] = now
-        return "hold", entry
-    return "apply", entry
-
-
-def _notice_for(entry, now, limits):
-    """What the user reads in ``<STACK>.deploy`` when an apply was held back by the rate limit."""
-    if entry.get("held_since") is None:
-        return None
-    waited = max(0, round(now - entry["held_since"]))
-    text = (f"Saved often: redeploys are limited to {limits['max_applies']} per {limits['window']} s per user, "
-            f"so this one waited {waited} s; it applies the settings saved last.")
-    return text[:NOTICE_LIMIT]
-
-
-def _noop(returns, stack):
-    """Whether a finished job changed nothing: every minion that returned ran the stack's state
-    cleanly without changes (the same edit seen by another node's beacon, say). Such an apply is
-    not counted against the user's rate limit."""
-    key = f"ccc_container_|-ccc-container-{stack}_|-{stack}_|-running"
-    if not returns:
-        return False
-    for data in returns.values():
-        ret = data.get("ret") if isinstance(data, dict) else None
-        state = ret.get(key) if isinstance(ret, dict) else None
-        if not isinstance(state, dict) or state.get("result") is not True or state.get("changes"):
-            return False
-    return True
 
 
 def _cached_cccs():
@@ -168,37 +66,6 @@ def targets(stack):
         salt-run ccc.targets ana-main
     """
     return _targets_for(_cached_cccs(), stack)
-
-
-@contextlib.contextmanager
-def _record():
-    """The redeploy record ``{"stacks": {stack: entry}, "users": {email: [apply times]},
-    "nodes": {minion: entry}, "versions": {stack: [[version, published]]}}`` (``nodes``: full
-    reconciles, see ``reconcile_node``; ``versions``: the settings file versions jobs covered), locked;
-    written back (atomically) when changed, also when the caller failed half-way (a pending mark
-    must not be lost). An unreadable record starts over: the worst is one extra apply."""
-    root = os.path.join(__opts__["cachedir"], "ccc-redeploy")
-    os.makedirs(root, mode=0o700, exist_ok=True)
-    path = os.path.join(root, "record.json")
-    with open(os.path.join(root, "lock"), "a", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            with open(path, encoding="utf-8") as handle:
-                record = json.load(handle)
-        except (OSError, ValueError):
-            record = {}
-        if not isinstance(record, dict):
-            record = {}
-        for key in ("stacks", "users", "nodes", "versions"):
-            record[key] = record.get(key) if isinstance(record.get(key), dict) else {}
-        before = json.dumps(record, sort_keys=True)
-        try:
-            yield record
-        finally:
-            if json.dumps(record, sort_keys=True) != before:
-                with open(path + ".tmp", "w", encoding="utf-8") as handle:
-                    json.dump(record, handle, sort_keys=True)
-                os.replace(path + ".tmp", path)
 
 
 class _Master:
@@ -250,106 +117,6 @@ class _Master:
         return (pub or {}).get("jid")
 
 
-def _gone(entry, returned, now, master):
-    """The targets that will not return the entry's job (see ``PROBE_AFTER``); sends and reads probes."""
-    probe = entry.pop("probe", None)
-    if probe and now - probe["sent"] < PROBE_WAIT:
-        entry["probe"] = probe
-    elif probe and probe.get("jid"):
-        answers = master.returns(probe["jid"])
-        working = {minion for minion, data in answers.items() if isinstance(data, dict) and data.get("ret")}
-        entry["gone"] = sorted(set(entry.get("gone") or ()) | (set(probe["minions"]) - working))
-    missing = sorted(set(entry.get("targets") or ()) - set(returned) - set(entry.get("gone") or ()))
-    last = max(entry.get("started") or 0, entry.get("probed") or 0)
-    if missing and "probe" not in entry and now - last >= PROBE_AFTER:
-        entry["probe"] = {"jid": master.find_job(missing, entry["jid"]), "sent": now, "minions": missing}
-        entry["probed"] = now
-    return set(entry.get("gone") or ())
-
-
-def _advance(record, stack, now, limits, master):
-    """Decide for ``stack`` and act on it (publish, forget); returns what happened."""
-    before = record["stacks"].get(stack) or {}
-    entry, returns, done = dict(before), {}, set()
-    user = entry.get("user") or f"stack:{stack}"
-    if entry.get("jid"):
-        returns = master.returns(entry["jid"])
-        done = set(returns) | _gone(entry, returns, now, master)
-    action, entry = _decide(entry, record["users"].get(user), done, now, limits)
-    applies = record["users"].setdefault(user, [])
-    if before.get("jid") and not entry.get("jid") and _noop(returns, stack) and before.get("started") in applies:
-        applies.remove(before["started"])  # the job is over and changed nothing: not a redeploy
-    result = {"stack": stack, "action": action, "targets": entry.get("targets") or [], "jid": entry.get("jid")}
-    if action == "apply":
-        minions = _targets_for(master.cccs(), stack)
-        if minions:
-            notice = _notice_for(entry, now, limits)
-            jid, minions = master.publish(stack, minions, notice)
-            applies.append(now)
-            entry.update(jid=jid or None, targets=minions, started=now, pending=not jid, held_since=None)
-            if jid and entry.get("version"):  # the job reads the file as it is now: this version or later
-                record["versions"][stack] = (record["versions"].get(stack) or [])[1 - VERSIONS_KEPT:] + [
-                    [entry.pop("version"), now]]
-            result.update(targets=minions, jid=jid, notice=notice)
-        else:
-            action = result["action"] = "idle"
-    if action == "idle":
-        record["stacks"].pop(stack, None)
-    else:
-        record["stacks"][stack] = entry
-    return result
-
-
-def _advance_node(record, minion, now, limits, master):
-    """
-    Decide for the full reconcile of ``minion`` and act on it: at most one such job queued or
-    running per node; a request meanwhile stays pending and ``flush`` publishes it once that job
-    has returned (or will not, see ``_gone``). No per-user limit: the ``ccc_docker`` beacon fires
-    at most once per ``min_interval`` per node.
-    """
-    entry, done = dict(record["nodes"].get(minion) or {}), set()
-    if entry.get("jid"):
-        returns = master.returns(entry["jid"])
-        done = set(returns) | _gone(entry, returns, now, master)
-    action, entry = _decide(entry, (), done, now, limits)
-    if action == "apply":
-        jid = master.reconcile(minion)
-        entry.update(jid=jid or None, targets=[minion], started=now, pending=not jid)
-    if action == "idle":
-        record["nodes"].pop(minion, None)
-    else:
-        record["nodes"][minion] = entry
-    return {"node": minion, "action": action, "jid": entry.get("jid")}
-
-
-def _prune(record, now, limits):
-    """Forget applies outside the rate-limit window and versions older than ``VERSION_MEMORY``."""
-    _keep(record["users"], lambda when: isinstance(when, (int, float)) and now - when < limits["window"])
-    _keep(record["versions"], lambda item: _is_version(item) and now - item[1] < VERSION_MEMORY)
-
-
-def _keep(lists, keep):
-    """Keep the items of each list of ``lists`` that pass ``keep``; drop the lists left empty."""
-    for name, items in list(lists.items()):
-        kept = [item for item in items if keep(item)]
-        if kept:
-            lists[name] = kept
-        else:
-            del lists[name]
-
-
-def _is_version(item):
-    """A ``[version, published]`` entry of the record's ``versions``."""
-    return isinstance(item, list) and len(item) == 2 and isinstance(item[1], (int, float))
-
-
-def _covered(record, stack, version):
-    """Whether a job published since ``version`` of the stack's settings file was reported
-    covers it (the same save reported by another node)."""
-    return isinstance(version, str) and any(_is_version(item) and item[0] == version
-                                            for item in record["versions"].get(stack) or ())
-
-
 def redeploy(stack, version=None):
     """
     Apply ``containers`` limited to ``stack`` on every minion where it may run: now, or (a job
@@ -370,16 +137,16 @@ def redeploy(stack, version=None):
     if not _targets_for(master.cccs(), stack):
         return {"stack": stack, "targets": [], "jid": None}
     limits, now = _limits(__opts__), time.time()
-    with _record() as record:
-        if _covered(record, stack, version):
+    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
+        if ccc_redeploy.covered(record, stack, version):
             result = {"stack": stack, "action": "covered", "targets": [], "jid": None}
         else:
             entry = record["stacks"].setdefault(stack, {})
             entry.update(pending=True, user=_user_for(master.cccs(), stack))
             if isinstance(version, str):  # the latest reported; a report without one keeps it
                 entry["version"] = version
-            result = _advance(record, stack, now, limits, master)
-        _prune(record, now, limits)
+            result = ccc_redeploy.advance(record, stack, now, limits, master)
+        ccc_redeploy.prune(record, now, limits)
     return result
 
 
@@ -395,11 +162,11 @@ def flush():
         salt-run ccc.flush
     """
     master, limits, now = _Master(), _limits(__opts__), time.time()
-    with _record() as record:
-        actions = {stack: _advance(record, stack, now, limits, master)["action"] for stack in sorted(record["stacks"])}
+    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
+        actions = {stack: ccc_redeploy.advance(record, stack, now, limits, master)["action"] for stack in sorted(record["stacks"])}
         for minion in sorted(record["nodes"]):
-            actions[f"node:{minion}"] = _advance_node(record, minion, now, limits, master)["action"]
-        _prune(record, now, limits)
+            actions[f"node:{minion}"] = ccc_redeploy.advance_node(record, minion, now, limits, master)["action"]
+        ccc_redeploy.prune(record, now, limits)
     return actions
 
 
@@ -423,9 +190,9 @@ def reconcile_node(node):
     if node not in master.cccs():
         return {"node": node, "action": None, "error": "no cached pillar for this minion"}
     limits, now = _limits(__opts__), time.time()
-    with _record() as record:
+    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
         record["nodes"].setdefault(node, {})["pending"] = True
-        return _advance_node(record, node, now, limits, master)
+        return ccc_redeploy.advance_node(record, node, now, limits, master)
 
 
 def pillar_watch(force=False):
@@ -496,5 +263,68 @@ def redeploy_status():
 
         salt-run ccc.redeploy_status
     """
-    with _record() as record:
+    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
         return dict(record, limits=_limits(__opts__))
+
+
+def _ask(tgt, tgt_type, timeout):
+    """Publish ``ccc_cluster.services`` and gather the returns until every targeted minion has
+    answered or ``timeout`` s have passed: ``(returns, expected minions)``."""
+    client = salt.client.get_local_client(__opts__["conf_file"])
+    try:
+        pub = client.run_job(tgt, "ccc_cluster.services", tgt_type=tgt_type, timeout=timeout, listen=True)
+        if not pub or not pub.get("jid"):
+            return {}, list((pub or {}).get("minions") or ())
+        expected, returns = set(pub.get("minions") or ()), {}
+        deadline = time.monotonic() + timeout
+        for answer in client.get_iter_returns(pub["jid"], expected, timeout=timeout, tgt=tgt,
+                                              tgt_type=tgt_type, block=False):
+            returns.update(answer or {})
+            if expected <= set(returns) or time.monotonic() > deadline:
+                break
+            if not answer:
+                time.sleep(0.05)
+        return returns, sorted(expected)
+    finally:
+        client.destroy()
+
+
+def status(tgt="*", tgt_type="glob", timeout=30):
+    """
+    Which services of their cluster roles the nodes run and which are unhealthy: asks the
+    targeted minions (``ccc_cluster.services``), waiting at most ``timeout`` s. ``health`` lists
+    the problems first (service, reason; nodes that could not tell or did not answer), then the
+    healthy nodes; ``nodes`` has every service's state. Exits non-zero when anything is not ok.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.status
+        salt-run ccc.status 'gpu*' timeout=10
+    """
+    returns, expected = _ask(tgt, tgt_type, float(timeout))
+    result = ccc_service_health.report(*ccc_service_health.sort_returns(returns, expected))
+    __context__["retcode"] = result["retcode"]
+    return result
+
+
+def swarm_overlay(stack):
+    """
+    A node lacks the swarm overlay of ``stack`` (event ``ccc/swarm/overlay_needed``): the leader
+    creates it, then the stack is redeployed (``redeploy``) so its containers join it. The rules
+    are ``ccc_swarm.overlay_needed``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.swarm_overlay ana-main
+    """
+    master = _Master()
+
+    def on_leader(leader, name):
+        returns = master.client().cmd(leader, "ccc_swarm.overlay_present", arg=[name], timeout=60, full_return=True)
+        return ccc_swarm.leader_answer(leader, returns)
+
+    return ccc_swarm.overlay_needed(stack, ccc_swarm.leader_of(master.cccs()), on_leader, redeploy)

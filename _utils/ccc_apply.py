@@ -4,11 +4,13 @@ the user is told.
 
 ``apply`` takes a resolution from ``ccc_plan`` and a Docker client and returns the per-container
 outcome ``{"result", "changes", "comment"}`` (plus ``announce`` when other nodes keep an old
-copy for a move): ``run`` prepares the node (user folders, host keys, pins) and hands the pinned
-spec to ``ccc_swap``; ``remove`` removes the container (make-before-break for moves, purge when
-asked); ``hold`` changes nothing. Every branch writes the report the resolver composed through
-``ccc_feedback`` and the node's move marker through ``ccc_moves``. A Docker engine that does not
-answer is a failure of this container that the user is told about, never a silent skip.
+copy for a move, ``overlay_needed`` when the stack's swarm overlay does not exist yet): ``run``
+prepares the node (user folders, host keys, pins), hands the pinned spec to ``ccc_swap`` and
+joins the stack's swarm overlay (``ccc_swarm_engine``); ``remove`` removes the container
+(make-before-break for moves, purge when asked); ``hold`` changes nothing. Every branch writes
+the report the resolver composed through ``ccc_feedback`` and the node's move marker through
+``ccc_moves``. A Docker engine that does not answer is a failure of this container that the user
+is told about, never a silent skip.
 """
 
 import logging
@@ -26,6 +28,7 @@ import ccc_resolver
 import ccc_rules
 import ccc_safefs
 import ccc_swap
+import ccc_swarm_engine
 import ccc_userdirs
 
 log = logging.getLogger(__name__)
@@ -156,11 +159,17 @@ def _run(client, cluster, node, resolution, attrs, test):
         return _failure(f"{stack}: {message}", changes)
     # Only the container named STACK_NAME is left now, running ``spec``: its set stays, the rest go.
     ccc_pins.release(node["binds_dir"], stack, keep={set_id})
-    ccc_feedback.write_report(resolution, outcome, owner, changed=bool(changes))
-    notes = list(resolution["notes"])
+    overlay = ccc_swarm_engine.join_overlay(client, resolution, node["state_dir"], changes)
+    told = resolution if not overlay["user"] else dict(  # a message: a no-op run still rewrites the report
+        resolution, user_messages=resolution["user_messages"] + [overlay["user"]])
+    ccc_feedback.write_report(told, outcome, owner, changed=bool(changes))
+    notes = list(resolution["notes"]) + ([overlay["admin"]] if overlay["admin"] else [])
     if resolution["settings_status"] == "rejected":
         notes.append("user settings rejected: " + "; ".join(resolution["user_messages"][1:]))
-    result = {"result": True, "changes": changes, "comment": _join(f"{stack}: {outcome} ({resolution['reason']})", notes)}
+    result = {"result": not overlay["failed"], "changes": changes,
+              "comment": _join(f"{stack}: {outcome} ({resolution['reason']})", notes)}
+    if overlay["needed"]:
+        result["overlay_needed"] = True  # the execution module asks the master for it
     kept = _note_here(cluster, resolution, running=True)
     if kept:
         result["announce"] = kept  # nodes keeping an old copy: they remove it when told
@@ -175,6 +184,9 @@ def _test_run(resolution, spec, attrs):
         changes["recreated"] = ccc_engine.spec_diff(ccc_engine.spec_of_container(attrs), spec)
     elif not ccc_engine.running(attrs):
         changes["started"] = True
+    joining = ccc_swarm_engine.would_join(resolution, attrs)
+    if joining:
+        changes["overlay"] = joining
     comment = f"{resolution['stack']}: would be {', '.join(changes) or 'left as it is'} ({resolution['reason']})"
     return {"result": None if changes else True, "changes": changes, "comment": _join(comment, resolution["notes"])}
 

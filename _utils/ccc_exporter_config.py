@@ -5,19 +5,22 @@ and what pillar makes of it. ``agents/ccc_gpu_exporter.py`` reads its YAML file 
 (which renders it) use ``from_pillar``.
 
 Pillar ``ccc:monitoring:gpu_exporter`` sets any key but ``proc_root`` (a test hook); the Docker
-endpoint defaults to the node's (``ccc:node:docker_url``) and the fan state file to the fan
-controller's (``ccc:fans:state_file``). Meanings: ``docs/pillar.md``.
+endpoint defaults to the node's (``ccc:node:docker_url``), the fan state file to the fan
+controller's (``ccc:fans:state_file``) and the listen address to the monitoring_agent role's
+(``ccc_monitoring.pillar_host_address``: the host side of ``ccc:monitoring:network``). Meanings: ``docs/pillar.md``.
 """
 
 import os
 
 import ccc_fan_config
+import ccc_monitoring
 import ccc_pillar
 import yaml
 
 DEFAULTS = {
-    # FRP on the node proxies <node>-metrics/nvidia here; firewall the port from elsewhere.
-    "listen_address": "0.0.0.0",
+    # Local only. From pillar: the host side of ccc:monitoring:network, where the monitoring_agent
+    # role's forwarder reaches it for FRP (<node>-metrics/nvidia); never the whole LAN by default.
+    "listen_address": "127.0.0.1",
     # The port of the original CCC nvidia exporter (mindprince).
     "port": 9445,
     "docker_url": ccc_pillar.NODE_DEFAULTS["docker_url"],
@@ -98,5 +101,10 @@ def from_pillar(ccc):
     config = {key: DEFAULTS[key] for key in PILLAR_KEYS}
     config["docker_url"] = ccc_pillar.node_settings(ccc, None)["docker_url"]
     config["fan_state_file"] = fans.get("state_file") or DEFAULTS["fan_state_file"]
+    try:
+        config["listen_address"] = ccc_monitoring.pillar_host_address(ccc) or config["listen_address"]
+    except ValueError as exc:
+        if not exporter.get("listen_address"):
+            raise ConfigError(f"listen_address: {exc}") from None
     config.update({key: value for key, value in exporter.items() if value is not None})
     return check(config, known=PILLAR_KEYS)

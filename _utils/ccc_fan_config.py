@@ -37,8 +37,11 @@ DEFAULTS = {
     "state_file": "/run/ccc-fan-controller/state.json",
     "dry_run": False,
 }
-# Pillar keys that belong to the role that installs the controller, not to the controller.
-ROLE_KEYS = ("enabled",)
+# Pillar ``ccc:fans`` keys of the role that installs the controller (superfan_gpu: the keys of
+# salt/cluster/superfan_gpu/defaults.yaml), not of the controller, which ignores them.
+ROLE_KEYS = ("packages", "kernel_modules")
+# Keys that are gone, with what replaced them (named when a pillar still sets one).
+RETIRED_KEYS = {"enabled": "the role's switch is ccc:roles:superfan_gpu (true, false or absent)"}
 
 # The accepted range of each numeric key: (low, high, integer, low included).
 _NUMBERS = {
@@ -122,7 +125,8 @@ def controller_config(raw=None):
     problem (unknown keys too, so a misspelt key is not silently ignored).
     """
     raw = {key: value for key, value in dict(raw or {}).items() if key not in ROLE_KEYS}
-    problems = [f"unknown key {key!r} (known: {', '.join(sorted(DEFAULTS))})"
+    problems = [f"{key!r} is no longer a key: {RETIRED_KEYS[key]}" if key in RETIRED_KEYS
+                else f"unknown key {key!r} (known: {', '.join(sorted(DEFAULTS))})"
                 for key in sorted(set(raw) - set(DEFAULTS), key=str)]
     merged = dict(DEFAULTS)
     merged.update({key: value for key, value in raw.items() if key in DEFAULTS and value is not None})

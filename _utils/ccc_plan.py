@@ -21,6 +21,8 @@ import ccc_redact
 import ccc_resolver
 import ccc_rules
 import ccc_settings_file
+import ccc_swarm
+import ccc_swarm_engine
 
 NOTICE_MAX_CHARS = 300
 
@@ -28,8 +30,9 @@ NOTICE_MAX_CHARS = 300
 class Inputs:
     """What every container of one run shares (read once by ``read_inputs``; read-only after)."""
 
-    def __init__(self, ccc, cluster, node, facts, stored, notices):
+    def __init__(self, ccc, cluster, node, facts, stored, notices, swarm=None):
         self.ccc = ccc
+        self.swarm = swarm  # the engine's swarm facts (``swarm_fact``), None where the role is off
         self.cluster = cluster
         self.node = node
         self.facts = facts
@@ -76,7 +79,16 @@ def read_inputs(ccc, minion_id, clients, pull=False, notices=None):
         stored=ccc_last_good.read_all(cluster),
         notices={stack: text for stack, text in (notices or {}).items() if isinstance(text, str)}
         if isinstance(notices, dict) else {},
+        swarm=swarm_fact(ccc, minion_id, clients),
     )
+
+
+def swarm_fact(ccc, minion_id, clients):
+    """Whether this node's containers join their stacks' overlays (the swarm role on and the
+    engine an active swarm member), read once per run; ``None`` where the role is off."""
+    if not ccc_swarm.role_on(ccc):
+        return None
+    return ccc_swarm_engine.engine_fact(clients(), ccc.get("swarm") or {}, minion_id)
 
 
 def _user_files(inputs, record):
@@ -102,6 +114,8 @@ def plan(inputs, stack):
         taken=ccc_resolver.taken_subdomains(inputs.ccc, inputs.stored, except_stack=stack),
         cluster=inputs.cluster, record=record,
     )
+    if resolution["action"] == "run":
+        resolution["overlay"] = ccc_swarm.attachment(stack, inputs.facts.name, inputs.swarm)
     if stack in inputs.notices:
         resolution["user_messages"] = list(resolution["user_messages"]) + [inputs.notices[stack][:NOTICE_MAX_CHARS]]
     return resolution

@@ -17,6 +17,11 @@ ROLES = (
     ("fail2ban", True),
     ("nvidia", False),
     ("docker", True),
+    ("swarm", False),
+    ("frp_client", False),
+    ("superfan_gpu", False),
+    ("monitoring_agent", True),
+    ("patroller", False),
     ("inotify", True),
     ("sshd_hostkeys", True),
     ("timezone", True),
@@ -24,7 +29,11 @@ ROLES = (
 ORDER = tuple(name for name, _ in ROLES)
 DEFAULT_ON = {name: on for name, on in ROLES}
 # The original's role names (cluster-deploy.yml, only_roles) for the roles that have another name here.
-ALIASES = {"sshd-hostkey": "sshd_hostkeys"}
+ALIASES = {"sshd-hostkey": "sshd_hostkeys", "frp-client": "frp_client", "superfan-gpu": "superfan_gpu",
+           "monitoring-agent": "monitoring_agent", "docker-swarm": "swarm"}
+# Roles whose settings live under another pillar key than ``ccc:<role>``: the agents' own keys,
+# which their configuration modules (ccc_fan_config, ccc_exporter_config) already read.
+SETTINGS_KEYS = {"superfan_gpu": "fans", "monitoring_agent": "monitoring"}
 ABSENT = "absent"
 
 
@@ -36,6 +45,11 @@ def role_name(name):
         if name in DEFAULT_ON:
             return name
     raise ValueError(f"unknown role {name!r}; the roles are: {', '.join(ORDER)}")
+
+
+def settings_key(role):
+    """The ``ccc:<key>`` pillar mapping that holds ``role``'s settings."""
+    return SETTINGS_KEYS.get(role, role)
 
 
 def switches(roles_pillar):

@@ -6,6 +6,7 @@ The same schema is shipped as ``schema/container-settings.schema.json`` for edit
 
 import re
 
+import ccc_frp
 import ccc_quote
 import ccc_rules
 
@@ -426,7 +427,16 @@ def _check_frp_ports(frp_ports, rules):
             problems.append(f"FRP_PORTS.HTTP: subdomain {shown} is already used by another container")
         if ccc_rules.truthy(entry.get("https_without_pass")) and "pass" in entry:
             problems.append(f"FRP_PORTS.HTTP: 'pass' has no effect together with https_without_pass ({quoted})")
+        problems.extend(_template_problems(entry, quoted))
     return problems
+
+
+def _template_problems(entry, quoted):
+    """frpc expands ``{{ ... }}`` in its config (where the labels land): a user's ``pass`` or
+    ``user`` with braces would read frpc's own environment or break the config for every user."""
+    return [f"FRP_PORTS.HTTP: '{key}' of subdomain {quoted} must not contain '{{{{' or '}}}}' "
+            "(the FRP client reads them as a template)"
+            for key in ("user", "pass") if ccc_frp.has_template(entry.get(key))]
 
 
 def format_size(size):

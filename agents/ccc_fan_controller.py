@@ -9,7 +9,8 @@ salt-minion: see ``_modules/ccc_fans.py``).
 
 Library: the plain modules of ``_utils/`` (``ccc_fan_config``, ``ccc_fan_control``,
 ``ccc_ipmi``, ``ccc_fan_state``, ``ccc_nvml``, ...), imported the standard way from
-``PYTHONPATH``. Installed, ``/opt/ccc-agents/lib`` is a copy of ``_utils/`` and the unit sets
+``PYTHONPATH``. Installed (``salt/cluster/agents``), ``/opt/ccc-agents/lib`` holds the ``_utils/`` modules the
+agents import, the unit runs the agent with ``/opt/ccc-agents/venv/bin/python`` and sets
 ``Environment=PYTHONPATH=/opt/ccc-agents/lib``; from a checkout:
 ``PYTHONPATH=_utils agents/ccc_fan_controller.py --dry-run``.
 

@@ -45,7 +45,8 @@ Configuration (YAML, ``--config``; every key optional): the keys of pillar
 
 Library: the plain modules of ``_utils/`` (``ccc_nvml``, ``ccc_process_owners``,
 ``ccc_exporter_config``, ``ccc_fan_state``, ...), imported the standard way from
-``PYTHONPATH``. Installed, ``/opt/ccc-agents/lib`` is a copy of ``_utils/`` and the unit sets
+``PYTHONPATH``. Installed (``salt/cluster/agents``), ``/opt/ccc-agents/lib`` holds the ``_utils/`` modules the
+agents import, the unit runs the agent with ``/opt/ccc-agents/venv/bin/python`` and sets
 ``Environment=PYTHONPATH=/opt/ccc-agents/lib``; from a checkout:
 ``PYTHONPATH=_utils agents/ccc_gpu_exporter.py --once``.
 """
@@ -54,15 +55,18 @@ import argparse
 import logging
 import math
 import signal
+import socket
 import sys
 import threading
 import time
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import ccc_exporter_config
 import ccc_fan_state
 import ccc_nvml
 import ccc_process_owners
-from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 log = logging.getLogger("ccc_gpu_exporter")
@@ -354,9 +358,26 @@ def build(config, nvml_loader=ccc_nvml.load_nvml, docker_factory=None, clock=tim
     return registry, collector
 
 
+class _QuietHandler(WSGIRequestHandler):
+    """No access log line per scrape (the journal would fill with them)."""
+
+    def log_message(self, format, *args):  # noqa: A002  (the signature of the base class)
+        pass
+
+
+class _Server6(ThreadingWSGIServer):
+    address_family = socket.AF_INET6
+
+
 def serve(registry, address, port):
-    """Serve ``registry`` over HTTP in a daemon thread; returns the server (``server_port``)."""
-    server, _thread = start_http_server(port, addr=address, registry=registry)
+    """
+    Serve ``registry`` over HTTP in a daemon thread; returns the server (``server_port``,
+    ``shutdown()``). Built here rather than by ``start_http_server``, which returns nothing in
+    prometheus-client 0.16 (Debian 12's ``python3-prometheus-client``, what nodes run).
+    """
+    server_class = _Server6 if ":" in address else ThreadingWSGIServer
+    server = make_server(address, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+    threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server
 
 

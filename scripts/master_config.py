@@ -42,6 +42,8 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KE
             # stack, so the old node removes its copy (make-before-break, ccc_moves).
             {"ccc/moved/*": [str(repo / "reactor" / "settings_changed.sls")]},
             {"salt/minion/*/start": [str(repo / "reactor" / "minion_start.sls")]},
+            # A swarm node lacks a stack's overlay: the leader creates it, the stack is redeployed.
+            {"ccc/swarm/overlay_needed": [str(repo / "reactor" / "swarm_overlay_needed.sls")]},
             # A node's Docker engine restarted (ccc_docker beacon): reconcile that node in full.
             {"salt/beacon/*/ccc_docker/restarted": [str(repo / "reactor" / "engine_restarted.sls")]},
             # A state.apply returned: what the ccc runner holds pending behind it goes at once.

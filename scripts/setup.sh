@@ -39,7 +39,9 @@ fi
 
 if ! docker info >/dev/null 2>&1; then
     echo "== starting dockerd (log: /var/log/ccc-dockerd.log)"
-    nohup dockerd >/var/log/ccc-dockerd.log 2>&1 &
+    # its own session: a caller that cleans up its process group (a CI step, a job runner) must
+    # not take the engine down with it
+    setsid nohup dockerd >/var/log/ccc-dockerd.log 2>&1 </dev/null &
     for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
     docker info >/dev/null 2>&1 || { tail -20 /var/log/ccc-dockerd.log; echo "dockerd did not start" >&2; exit 1; }
 fi

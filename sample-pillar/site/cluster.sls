@@ -77,3 +77,44 @@ ccc:
       image: portainer/agent:2.21.4
       publish_ip: 127.0.0.1
       publish_port: 9001
+  # cluster role patroller (docs/pillar.md ccc:patroller): the GPU claims service compute containers
+  # reach as http://claims; switched on per GPU node in nodes/<node>.sls. Published as
+  # <node>-monitor through the FRP client of lab-unrestricted (basic auth: ccc:secrets:basic_auth:monitor)
+  patroller:
+    image: registry.example.org/vicos/patroller:latest
+    lease: 30
+    proxy_network: lab-unrestricted
+    # the web UI: on ONE node only (its subdomain is cluster-wide); needs its own image and
+    # ccc:secrets:basic_auth:patroller_webui when switched on
+    webui:
+      enabled: false
+      storage_path: /var/lib/ccc-patroller-webui
+      subdomain: patroller
+      config: {}
+  # cluster role monitoring_agent (docs/pillar.md ccc:monitoring): node_exporter from Debian's
+  # package and, on GPU nodes, the GPU exporter, both listening on the gateway of
+  # student-restricted (the host side), published as <node>-metrics (/ and /nvidia) by a forwarder
+  # container once the frp_client role runs (basic auth: ccc:secrets:basic_auth:metrics)
+  monitoring:
+    network: student-restricted
+    node_exporter:
+      mode: package
+    forwarder:
+      image: busybox:1.36.1
+  # cluster role frp_client (docs/pillar.md ccc:frp_client): one frpc container per watched network,
+  # publishing what the frp.* labels of containers there ask for; token ccc:secrets:frp:token, the
+  # role services' basic auth (ccc:secrets:basic_auth:*) handed to frpc as secret env
+  frp_client:
+    image: lukacu/frpc:latest   # pin a tested tag or digest (frp >= 0.27, /bin/sh in the image)
+    server_address: frp.example.org
+    server_port: 7000
+    log_level: info
+    networks:
+      - {network: lab-unrestricted, container_name: frp-lab-client-service, log_name: lab.log}
+      - {network: student-restricted, container_name: frp-student-client-service, log_name: student.log}
+  # cluster role swarm (docs/pillar.md ccc:swarm, docs/roles.md): off (ccc:roles:swarm: true switches it
+  # on); node1 initialises the swarm and creates each STACK's overlay-<STACK>; every node's
+  # advertise_addr is in its own file; join tokens: ccc:secrets:swarm:{worker,manager}_token
+  swarm:
+    leader: node1
+    leader_addr: 192.168.10.11

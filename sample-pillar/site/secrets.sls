@@ -136,19 +136,19 @@ ccc:
           =xNHd
           -----END PGP MESSAGE-----
     swarm:
-      join_token: |
+      worker_token: |
         -----BEGIN PGP MESSAGE-----
 
-        hQGMA5BSrc6gwmwwAQwAlmj5LxJY1S4My0wpa3fOzZoWOMRWkoe5ras3UmfIqHc5
-        7bNX5UKxXaLRM5XsmzzOBVC/m7AUZrKMvsEaJ/RzNFzLq0Oogb3a0J7pR7Bt6r81
-        BGOot6OsQTQ45WG0/Qt3Lz6tZgIS5mbmFiJc6bse0g+vCmrfqvTg+kRWnFf/60Yx
-        L5pMQd6QemJ1d6cSh0MyL5I649IQD7BYTfLxK9MyMyzxTmn2TF4w8uTdqGEu8mKZ
-        3gQ6ewbWEXWHvYOg55a2+Y5NH0IbQSKvV+VuTkzuH0y10M8UUwzfDfGhW5TSbAHi
-        hNZ0RVIVfKbDCgL6J9XI/eeddm5C0UhX2EieXtOoHnN/S0/CTFI+9xkejSoBBlis
-        epAFHjrdVk3LB7imz56s92RhZSlLXJEQ+7oB8VaVYuiFaXv8QlCs9GZWkjPwoo7B
-        oIJOFMNSrE9fkSVs3aPoJ10bAAZqSD4UCXYFeL5uJBfeY7e8RM6nq0vIdX2WODMD
-        JXS0PUHYKY4adCtkVF960lABrL/zckWiMhghne1JX7fG9CtBOMuKeFoyaM0Z4Q7m
-        rN6D5tBdRPXHunrMn6LIy7BEgGb06v9vylMx+vJCmYgP0WacLLc9YA5ARuwE/4Ib
-        LA==
-        =gt8R
+        hQGMA5BSrc6gwmwwAQv+MAF2/+EHaFS4VvaLdvUMNcYsYj22tPXAi93txSLUZpuF
+        SLN74lc+1Lcsj45VMMX7jLCAsm2EuT4H954soehf4wrUmccETCU2uLWNkr5OcbH4
+        lHRmHVTjRtqYx96TpzUIxLkufFrc02mKM5znGFHCb8zwW/KEtu9DDDmyVHas5IFJ
+        yehIfNakFUifMkUY0H2c2f19hrCu7VfZRUTB+C/h6HntKZfVEIjGarQlAjsYchkl
+        DkMK8kuOFL+ZC6ZiugP6IR0lQPnmhiRhvYbleyiQDxBt+WhFXFGE4iuF4SCbpbXC
+        cM0CtjPzXMsLLuD7F4veDrL+TpEDase/VCuiCWOaSQoe/AOnD1Gm15S9TwPibVef
+        pm3dO7mQOUZQI8eES4TBX92X64beslRuSZTZSGJSwzQnaODQXzUWW1eaBb54EpQH
+        ewEDLt9DxP28MJQPQWGBc+x9zmDpDe/OncidQRzYsejVlKcCmpIY8yX1OvbPQph+
+        ATnOyaMQmZnVwwwfAVTl0lIBougTItN0b0RSRAh6tREmoySBpv6msaKpQotUGhhR
+        4AtY4U+GcJCiMQJBFo6GRGBd2T6hH+vJ+Lp4HwWJyuSmAyUXV2VNBqfNcrFZsNAp
+        zY++
+        =O01a
         -----END PGP MESSAGE-----

@@ -128,14 +128,13 @@ def _scrape(port):
 
 
 def test_a_default_changed_in_utils_reaches_the_agents_and_salt_call(tmp_path):
-    from support.site import SaltNode
+    from support.site import SaltNode, network_overrides
 
     port = free_port()
     lib = tmp_path / "lib"
     shutil.copytree(REPO / "_utils", lib, ignore=shutil.ignore_patterns("__pycache__"))
     change(lib / "ccc_fan_config.py", '"zones": [2, 3],', '"zones": [4],')
     change(lib / "ccc_exporter_config.py", '"port": 9445,', f'"port": {port},')
-    change(lib / "ccc_exporter_config.py", '"listen_address": "0.0.0.0",', '"listen_address": "127.0.0.1",')
 
     # The agents: the changed defaults, through PYTHONPATH only.
     assert run_fan_agent(lib, tmp_path) == ["4"]
@@ -153,8 +152,10 @@ def test_a_default_changed_in_utils_reaches_the_agents_and_salt_call(tmp_path):
                                  "default_renderer=jinja")
     assert yaml.safe_load(rendered)["zones"] == [4]
     exporter, _ = node.salt_call("ccc_gpu.exporter_config")
+    # The sample publishes metrics on student-restricted: the exporter listens on its gateway.
+    gateway = network_overrides("node3")["student-restricted"]["gateway"]
     assert (exporter["listen_address"], exporter["port"], exporter["docker_url"]) == (
-        "127.0.0.1", port, "unix:///srv/node3.sock")
+        gateway, port, "unix:///srv/node3.sock")
 
     # Every public function of the agents' execution modules is a CLI command whose example calls it.
     doc, _ = node.salt_call("sys.doc", "ccc_fans", "ccc_gpu")

@@ -489,7 +489,7 @@ def render_template(pillar):
 def test_config_template_defaults_and_pillar_values(tmp_path):
     rendered = render_template({})
     assert yaml.safe_load(rendered) == {
-        "listen_address": "0.0.0.0", "port": 9445, "docker_url": "unix:///var/run/docker.sock",
+        "listen_address": "127.0.0.1", "port": 9445, "docker_url": "unix:///var/run/docker.sock",
         "fan_state_file": "/run/ccc-fan-controller/state.json", "docker_timeout": 5, "log_level": "info",
         "user_labels": False}
     pillar = {"ccc": {"node": {"docker_url": "unix:///run/d.sock"}, "fans": {"state_file": "/run/f/s.json"},
@@ -519,7 +519,8 @@ def test_config_template_renders_through_salt(tmp_path):
 
 def test_unit_runs_the_installed_exporter_with_its_config():
     unit = (REPO / "agents" / "systemd" / "ccc-gpu-exporter.service").read_text()
-    assert "ExecStart=/opt/ccc-agents/bin/ccc_gpu_exporter.py --config /etc/ccc/gpu-exporter.yaml" in unit
+    # the agents' venv python (salt/cluster/agents), not whichever python3 the #! line finds
+    assert "ExecStart=/opt/ccc-agents/venv/bin/python /opt/ccc-agents/bin/ccc_gpu_exporter.py --config /etc/ccc/gpu-exporter.yaml" in unit
     assert "Environment=PYTHONPATH=/opt/ccc-agents/lib" in unit
     assert "Restart=on-failure" in unit
     after = next(line for line in unit.splitlines() if line.startswith("After="))

@@ -253,7 +253,8 @@ def test_normalized_curve_is_sorted_and_numeric_and_min_duty_is_configurable():
 
 
 def test_configuration_defaults_follow_the_original_controller():
-    config = ccc_fan_config.controller_config({"enabled": True})  # the role's switch is ignored here
+    # the role's own keys (salt/cluster/superfan_gpu/defaults.yaml) are ignored here
+    config = ccc_fan_config.controller_config({"packages": ["ipmitool"], "kernel_modules": ["ipmi_devintf"]})
     assert config["curve"] == ROLE_CURVE  # ccc-ansible-behaviour.md §1.8 role default
     assert config["zones"] == [2, 3]
     assert (config["interval"], config["window"], config["tolerance"], config["decrease_delay"]) == (2, 5, 2, 120)
@@ -660,7 +661,8 @@ def test_service_refuses_an_invalid_configuration(tmp_path, ipmitool, service):
 def test_unit_file_runs_the_service_as_the_role_installs_it():
     unit = (REPO / "agents" / "systemd" / "ccc-fan-controller.service").read_text()
     lines = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in unit.splitlines() if "=" in line and not line.startswith("#")}
-    assert lines["ExecStart"] == "/opt/ccc-agents/bin/ccc_fan_controller.py --config /etc/ccc/fan-controller.yaml"
+    assert lines["ExecStart"] == ("/opt/ccc-agents/venv/bin/python /opt/ccc-agents/bin/ccc_fan_controller.py"
+                                  " --config /etc/ccc/fan-controller.yaml")
     assert "Environment=PYTHONPATH=/opt/ccc-agents/lib" in unit
     assert "nvidia-persistenced.service" in lines["After"]
     assert lines["Restart"] == "on-failure" and lines["RuntimeDirectory"] == "ccc-fan-controller"
@@ -681,7 +683,7 @@ def pillar(monkeypatch):
 
 
 def test_salt_wrappers_read_pillar(pillar):
-    pillar({"curve": {"0": 25, "70": 55}, "interpolate": True, "enabled": True})
+    pillar({"curve": {"0": 25, "70": 55}, "interpolate": True, "kernel_modules": ["ipmi_devintf"]})
     assert ccc_fans.curve() == {"curve": {0: 25, 70: 55}, "interpolate": True, "min_duty": 20}
     assert ccc_fans.duty_for(35) == 40
     assert ccc_fans.duty_for(35, interpolate=False) == 25
@@ -745,7 +747,7 @@ def test_config_template_renders_with_salt_and_loads_in_the_service(tmp_path):
     """Real masterless salt-call: the template and the wrappers against (masked) pillar."""
     from support.site import SaltNode
 
-    fans = {"enabled": True, "curve": {0: 20, 62.5: 35, 80: 60}, "interpolate": True, "zones": [1],
+    fans = {"packages": ["ipmitool"], "curve": {0: 20, 62.5: 35, 80: 60}, "interpolate": True, "zones": [1],
             "decrease_delay": 60, "dry_run": True}
     node = SaltNode(tmp_path, "node1", "unix:///nonexistent.sock", tmp_path / "storage", extra_ccc={"fans": fans})
     rendered, code = node.salt_call("slsutil.renderer", f"path={REPO / 'agents' / 'config' / 'fan-controller.yaml.jinja'}",

@@ -6,10 +6,20 @@ import pytest
 
 from support import site
 
+import ccc_roles  # noqa: E402  (site puts _utils on the path)
+
 pytestmark = pytest.mark.docker
 
 NODES = ("node1", "node2", "node3")
-ORDER = ["fail2ban", "nvidia", "docker", "inotify", "sshd_hostkeys", "timezone"]
+ORDER = ["fail2ban", "nvidia", "docker", "frp_client", "monitoring_agent", "patroller", "inotify", "sshd_hostkeys", "timezone"]
+# Roles the sample switches on for one node only (node2's chassis fans).
+NODE_ROLES = {"node2": ["superfan_gpu"]}
+
+
+def _order(node):
+    """ORDER plus the node's own roles, in the roles' order (ccc_roles.ORDER)."""
+    wanted = set(ORDER) | set(NODE_ROLES.get(node, []))
+    return [role for role in ccc_roles.ORDER if role in wanted]
 
 
 def _run(tmp_path, docker_url, node, extra=None, *args):
@@ -26,7 +36,7 @@ def _roles(states):
     for state in states:
         sls = state.get("__sls__") or ""
         role = sls.split(".")[1] if sls.startswith("cluster.") else None
-        if role and role not in seen:
+        if role in ccc_roles.ORDER and role not in seen:  # cluster.agents is shared, not a role
             seen.append(role)
     return seen
 
@@ -35,9 +45,9 @@ def _roles(states):
 def test_every_sample_node_renders_every_role_in_order_and_nothing_fails(tmp_path, node1_dockerd, node):
     states = _run(tmp_path, node1_dockerd.url, node)
     assert [f"{s['__id__']}: {s['comment']}" for s in states if s["result"] is False] == []
-    assert _roles(states) == ORDER  # the sample switches the driver role on for its GPU nodes
+    assert _roles(states) == _order(node)  # the sample switches the driver role on for its GPU nodes
     assert states[-1]["__id__"] == "ccc-cluster-roles-summary"
-    assert states[-1]["name"].startswith(f"cluster roles applied: {', '.join(ORDER)}; cleaned: none")
+    assert states[-1]["name"].startswith(f"cluster roles applied: {', '.join(_order(node))}; cleaned: none")
 
 
 def test_only_roles_and_an_absent_role_on_the_command_line(tmp_path, node1_dockerd):
@@ -45,7 +55,8 @@ def test_only_roles_and_an_absent_role_on_the_command_line(tmp_path, node1_docke
     assert _roles(states) == ["inotify", "timezone"]
     assert [s["__sls__"] for s in states if s["__id__"].startswith("ccc-cluster-timezone")] == ["cluster.timezone.clean"] * \
         len([s for s in states if s["__id__"].startswith("ccc-cluster-timezone")])
-    assert states[-1]["name"] == "cluster roles applied: inotify; cleaned: timezone; skipped: 4"
+    skipped = len(ccc_roles.ORDER) - 2
+    assert states[-1]["name"] == f"cluster roles applied: inotify; cleaned: timezone; skipped: {skipped}"
 
 
 def test_an_unknown_role_fails_the_run_and_names_the_roles(tmp_path):
@@ -54,4 +65,30 @@ def test_an_unknown_role_fails_the_run_and_names_the_roles(tmp_path):
     output, returncode = salt_node.salt_call("state.apply", "cluster", "test=True", check=False)
     assert returncode != 0
     text = "\n".join(output) if isinstance(output, list) else str(output)
-    assert "unknown role 'frp'; the roles are: fail2ban, nvidia, docker, inotify, sshd_hostkeys, timezone" in text
+    assert "unknown role 'frp'; the roles are: fail2ban, nvidia, docker, swarm, frp_client, superfan_gpu, " \
+        "monitoring_agent, patroller, inotify, sshd_hostkeys, timezone" in text
+
+
+def test_the_swarm_role_in_test_mode_on_the_leader_and_on_workers(tmp_path, node1_dockerd):
+    """Swarm on (the sample keeps it off), test=True against a test dockerd in no swarm: the
+    leader would initialise it and make an overlay per active sample stack; a worker would join
+    with the token from secrets (never shown); one without its token fails, saying where it goes."""
+    on = {"roles": {"swarm": True}, "only_roles": "swarm"}
+    leader = {s["__id__"]: s for s in _run(tmp_path / "leader", node1_dockerd.url, "node1", on)}
+    member, overlays = leader["ccc-cluster-swarm-member"], leader["ccc-cluster-swarm-overlays"]
+    assert (member["result"], member["comment"]) == (None, "would: node1 initialises the swarm (it is ccc:swarm:leader)")
+    assert overlays["result"] is None
+    assert overlays["changes"] == {"created": ["overlay-ana-main", "overlay-ana-jupyter", "overlay-bor-main",
+                                               "overlay-cene-thesis", "overlay-dara-course"]}  # dara-old is DISABLED
+    token = "SWMTKN-1-render-test-worker-token"
+    worker = {s["__id__"]: s for s in _run(tmp_path / "worker", node1_dockerd.url, "node2",
+                                           dict(on, secrets={"swarm": {"worker_token": token}}))}
+    assert worker["ccc-cluster-swarm-member"]["result"] is None
+    assert worker["ccc-cluster-swarm-member"]["comment"] == "would: node2 joins the swarm at 192.168.10.11:2377 as a worker"
+    assert worker["ccc-cluster-swarm-overlays"]["comment"] == "overlays are created by the swarm leader node1"
+    assert token not in str(worker)
+    # the sample's secrets hold a worker token only: a node that is to join as a manager lacks its token
+    missing = {s["__id__"]: s for s in _run(tmp_path / "missing", node1_dockerd.url, "node3",
+                                            dict(on, swarm={"manager": True}))}
+    assert missing["ccc-cluster-swarm-member"]["result"] is False
+    assert "secret ccc:secrets:swarm:manager_token is not in this node's pillar" in missing["ccc-cluster-swarm-member"]["comment"]

@@ -77,7 +77,7 @@ def test_the_sample_sites_secrets_decrypt_with_the_demo_key_make_local_config_im
         "frp": {"token": "demo-frp-token"},
         "basic_auth": {"monitor": {"user": "demo-monitor-user", "password": "demo-monitor-password"},
                        "metrics": {"user": "demo-metrics-user", "password": "demo-metrics-password"}},
-        "swarm": {"join_token": "demo-swarm-join-token"},
+        "swarm": {"worker_token": "demo-swarm-worker-token"},
     }
     secrets.stop_agent(node.config_dir / "gpgkeys")
 

@@ -124,7 +124,7 @@ def test_every_role_ran_in_the_documented_order(runs):
         role = value["__sls__"].split(".")[1] if value["__sls__"].startswith("cluster.") else None
         if role and role not in order:
             order.append(role)
-    assert order == ["fail2ban", "nvidia", "docker", "inotify", "sshd_hostkeys", "timezone"]
+    assert order == ["fail2ban", "nvidia", "docker", "monitoring_agent", "inotify", "sshd_hostkeys", "timezone"]
 
 
 def test_the_node_runs_what_the_roles_set_up(node, runs):

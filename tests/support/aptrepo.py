@@ -53,7 +53,12 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "images" / "apt-standins"
 NODE_IMAGE = "ccc-test/node:1"
-ROLE_PACKAGES = ("docker.io", "fail2ban")
+ROLE_PACKAGES = ("docker.io", "fail2ban",
+                 # the node agents (salt/cluster/agents: python3 + venv + libraries) and superfan_gpu
+                 "python3", "python3-venv", "python3-yaml", "python3-prometheus-client", "python3-docker",
+                 "ipmitool",
+                 # monitoring_agent's packaged node_exporter
+                 "prometheus-node-exporter")
 SUITE = "bookworm"
 NODE_PATH = "/srv/ccc-test-apt"
 NODE_KEY = f"{NODE_PATH}/ccc-test-archive.gpg"

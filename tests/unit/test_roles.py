@@ -10,23 +10,25 @@ import ccc_roles  # noqa: E402
 
 def test_defaults_apply_the_roles_that_are_on_by_default_in_order():
     plan = ccc_roles.select(None)
-    assert plan["apply"] == ["fail2ban", "docker", "inotify", "sshd_hostkeys", "timezone"]
+    assert plan["apply"] == ["fail2ban", "docker", "monitoring_agent", "inotify", "sshd_hostkeys", "timezone"]
     assert plan["clean"] == []
-    assert plan["skipped"] == {"nvidia": "off by default (ccc:roles)"}
+    off = "off by default (ccc:roles)"
+    assert plan["skipped"] == {"nvidia": off, "swarm": off, "frp_client": off, "superfan_gpu": off, "patroller": off}
 
 
 def test_a_node_switches_roles_on_off_and_absent():
     plan = ccc_roles.select({"nvidia": True, "fail2ban": False, "timezone": "absent"})
-    assert plan["apply"] == ["nvidia", "docker", "inotify", "sshd_hostkeys"]
+    assert plan["apply"] == ["nvidia", "docker", "monitoring_agent", "inotify", "sshd_hostkeys"]
     assert plan["clean"] == ["timezone"]
-    assert plan["skipped"] == {"fail2ban": "off in ccc:roles"}
+    assert plan["skipped"]["fail2ban"] == "off in ccc:roles"
+    assert plan["skipped"]["patroller"] == "off by default (ccc:roles)"
 
 
 @pytest.mark.parametrize("only", ["timezone,docker", " docker , timezone ", ["docker", "timezone"]])
 def test_only_roles_limits_a_run_and_keeps_the_documented_order(only):
     plan = ccc_roles.select({}, only)
     assert plan["apply"] == ["docker", "timezone"]
-    assert set(plan["skipped"]) == {"fail2ban", "nvidia", "inotify", "sshd_hostkeys"}
+    assert set(plan["skipped"]) == set(ccc_roles.ORDER) - {"docker", "timezone"}
     assert plan["skipped"]["fail2ban"] == "not in ccc:only_roles"
 
 
@@ -40,6 +42,15 @@ def test_only_roles_runs_a_role_that_is_off_by_default_but_never_one_a_node_swit
 
 def test_the_originals_role_names_are_understood():
     assert ccc_roles.select({"sshd-hostkey": False}, "sshd-hostkey,timezone")["apply"] == ["timezone"]
+    plan = ccc_roles.select({"frp-client": False}, "monitoring-agent,frp-client,superfan-gpu,docker-swarm")
+    assert plan["apply"] == ["swarm", "superfan_gpu", "monitoring_agent"]
+    assert plan["skipped"]["frp_client"] == "off in ccc:roles"
+
+
+def test_the_agent_roles_keep_their_settings_under_the_agents_keys():
+    assert ccc_roles.settings_key("superfan_gpu") == "fans"
+    assert ccc_roles.settings_key("monitoring_agent") == "monitoring"
+    assert ccc_roles.settings_key("patroller") == "patroller"
 
 
 @pytest.mark.parametrize("roles, only, message", [
@@ -47,6 +58,7 @@ def test_the_originals_role_names_are_understood():
     ({"docker": "yes"}, None, "ccc:roles:docker must be true, false or absent, got 'yes'"),
     (["docker"], None, "ccc:roles must be a mapping"),
     ({}, "docker,frp", "unknown role 'frp'"),
+    ({}, "docker,monitoring", "unknown role 'monitoring'"),
     ({}, {"docker": True}, "ccc:only_roles must be a list or a comma-separated string"),
 ])
 def test_bad_switches_are_refused_with_a_clear_message(roles, only, message):

@@ -6,9 +6,10 @@ include:
   - .firewall-absent
 
 ccc-cluster-docker-clean-portainer-agent:
-  ccc_docker_portainer.agent:
+  ccc_service_container.absent:
     - name: {{ docker.portainer_agent.name | json }}
-    - enabled: false
+    - role: docker
+    - former_roles: ["docker-portainer-agent"]
 
 ccc-cluster-docker-clean-registry-logins:
   ccc_docker_registry.logins_absent:

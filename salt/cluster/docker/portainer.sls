@@ -1,11 +1,28 @@
-{#- docker: the Portainer agent container (ccc:docker:portainer_agent), removed when switched off.
-    AGENT_SECRET is read from ccc:secrets:portainer:agent_secret by the state, never rendered. #}
+{#- docker: the Portainer agent container (ccc:docker:portainer_agent) through the generic role-container
+    state (_states/ccc_service_container.py); removed when switched off. AGENT_SECRET is read from
+    ccc:secrets:portainer:agent_secret by the state, never rendered. The agent image has no shell, so the
+    secret cannot come from the wrapped env file: it is the one inline secret env (secret_env_inline),
+    visible to whoever may run docker inspect on the node (root). Only its presence is looked at here. #}
 {%- from tpldir ~ "/map.jinja" import docker with context %}
 {%- set agent = docker.portainer_agent %}
+{%- if agent.enabled | to_bool %}
+{%- set has_secret = 'agent_secret' in salt['pillar.get']('ccc:secrets:portainer', {}) %}
+{%- set spec = {
+      "image": agent.image, "role": "docker", "former_roles": ["docker-portainer-agent"],
+      "ports": {"9001/tcp": [agent.publish_ip, agent.publish_port | int]},
+      "binds": [{"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "read_only": False},
+                {"source": "/var/lib/docker/volumes", "target": "/var/lib/docker/volumes", "read_only": False}],
+      "restart": "always",
+      "secret_env": {"AGENT_SECRET": ["portainer", "agent_secret"]} if has_secret else {},
+      "secret_env_inline": True} %}
 ccc-cluster-docker-portainer-agent:
-  ccc_docker_portainer.agent:
+  ccc_service_container.running:
     - name: {{ agent.name | json }}
-    - enabled: {{ agent.enabled | to_bool | json }}
-    - image: {{ agent.image | json }}
-    - publish_ip: {{ agent.publish_ip | json }}
-    - publish_port: {{ agent.publish_port | json }}
+    - spec: {{ spec | json }}
+{%- else %}
+ccc-cluster-docker-portainer-agent:
+  ccc_service_container.absent:
+    - name: {{ agent.name | json }}
+    - role: docker
+    - former_roles: ["docker-portainer-agent"]
+{%- endif %}

@@ -6,3 +6,7 @@ ccc:
       device_student: [GPU-5f1c2a64-8a1e-4b7e-9d1e-0c0a11110003]
   roles:
     nvidia: true
+    patroller: true          # the GPU claims service (ccc:patroller)
+    frp_client: true         # frpc containers for the watched networks (ccc:frp_client)
+  swarm:
+    advertise_addr: 192.168.10.11   # this node's address in the swarm (swarm role)

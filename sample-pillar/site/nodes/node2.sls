@@ -9,3 +9,15 @@ ccc:
         - GPU-7a2b3c4d-0000-4000-8000-000000000204
   roles:
     nvidia: true
+    patroller: true          # the GPU claims service (ccc:patroller)
+    frp_client: true         # frpc containers for the watched networks (ccc:frp_client)
+    superfan_gpu: true       # its chassis fans follow the GPUs (ccc:fans)
+  swarm:
+    advertise_addr: 192.168.10.12   # this node's address in the swarm (swarm role)
+  # cluster role superfan_gpu (docs/pillar.md ccc:fans): this chassis' system fan zones follow the
+  # hottest GPU. Keys left out take their defaults from _utils/ccc_fan_config.py
+  # (salt-call ccc_fans.config shows them). Keep a curve in one pillar file only: Salt merges maps,
+  # so a cluster-wide curve and a node's would mix point by point.
+  fans:
+    # above 50 % is loud, above 60 % extremely loud
+    curve: {0: 20, 60: 30, 65: 35, 70: 40, 75: 45, 77: 48, 80: 51, 83: 55, 90: 60}

@@ -1,0 +1,195 @@
+"""
+Execution module ``ccc_swarm``: this node's Docker Swarm membership and the stacks' overlay
+networks, for the swarm cluster role (``_states/ccc_swarm.py``), the master's overlay requests
+(runner ``ccc.swarm_overlay``) and admins. Rules in ``_utils/ccc_swarm.py``, the engine side in
+``_utils/ccc_swarm_engine.py``; this module reads pillar, grains and secrets.
+
+Every function takes the role's ``settings`` (``ccc_cluster.role_settings swarm``, which it
+reads itself when none are passed). Join tokens are read here from
+``ccc:secrets:swarm:{manager_token,worker_token}`` and never returned or logged.
+"""
+
+import contextlib
+
+from salt.exceptions import CommandExecutionError
+
+import ccc_engine
+import ccc_pillar
+import ccc_secrets
+import ccc_swarm
+import ccc_swarm_engine
+
+__virtualname__ = "ccc_swarm"
+
+
+def __virtual__():
+    if ccc_engine.docker is None:
+        return False, "ccc_swarm needs the docker Python SDK (salt-pip install docker)"
+    return __virtualname__
+
+
+def _settings(settings):
+    settings = __salt__["ccc_cluster.role_settings"]("swarm") if settings is None else ccc_pillar.plain(settings)
+    errors = ccc_swarm.settings_errors(settings)
+    if errors:
+        raise CommandExecutionError("; ".join(errors))
+    return settings
+
+
+def _node():
+    return ccc_pillar.node_settings(ccc_pillar.pillar_ccc(__pillar__), __grains__["id"])
+
+
+@contextlib.contextmanager
+def _client():
+    """A Docker client for this node's engine; an engine that does not answer is one clean error."""
+    node = _node()
+    client = ccc_engine.client(node)
+    try:
+        yield client
+    except Exception as exc:
+        problem = ccc_engine.engine_problem(exc, node["docker_url"])
+        if problem is None:
+            raise
+        raise CommandExecutionError(problem) from exc
+    finally:
+        client.close()
+
+
+def status(settings=None):
+    """
+    This node's swarm state and what the role would do about it: ``{"state", "manager",
+    "managers", "action", "comment"}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_swarm.status
+    """
+    settings = _settings(settings)
+    with _client() as client:
+        swarm = ccc_swarm_engine.swarm_info(client)
+    decision = ccc_swarm.membership(settings, __grains__["id"], swarm)
+    return {"state": swarm.get("LocalNodeState"), "manager": bool(swarm.get("ControlAvailable")),
+            "managers": [m.get("Addr") for m in swarm.get("RemoteManagers") or []],
+            "action": decision["action"], "comment": decision["comment"]}
+
+
+def member(settings=None, test=False):
+    """
+    Make this node a member of the swarm: init on the leader, join elsewhere (token from
+    secrets), nothing for a member; never leave or force. Returns ``{"action", "comment",
+    "changed"}``; raises ``CommandExecutionError`` when the node cannot be made a member.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_swarm.member test=True
+    """
+    settings = _settings(settings)
+    with _client() as client:
+        decision = ccc_swarm.membership(settings, __grains__["id"], ccc_swarm_engine.swarm_info(client))
+        if decision["action"] == "fail":
+            raise CommandExecutionError(decision["comment"])
+        if decision["action"] == "join":
+            token = _token(decision["manager"])  # also in test mode: a missing token fails there too
+            if not test:
+                try:
+                    ccc_swarm_engine.join(client, settings, decision["remote"], token)
+                except RuntimeError as exc:
+                    raise CommandExecutionError(str(exc)) from None
+        elif decision["action"] == "init" and not test:
+            ccc_swarm_engine.init(client, settings)
+    return {"action": decision["action"], "comment": decision["comment"], "changed": decision["action"] != "none"}
+
+
+def _token(manager):
+    path = ccc_swarm.TOKEN_SECRETS[bool(manager)]
+    try:
+        return ccc_secrets.lookup({"ccc": ccc_pillar.pillar_ccc(__pillar__)}, *path)
+    except (ccc_secrets.MissingSecret, ccc_secrets.InvalidSecret) as exc:
+        raise CommandExecutionError(
+            f"{exc}; on the leader, `docker swarm join-token -q {path[1].split('_')[0]}` prints it: put it into "
+            f"{ccc_secrets.key_name(*path)} (docs/roles.md, swarm)") from None
+
+
+def overlays(settings=None, test=False):
+    """
+    On the leader: an overlay for every stack that may run on a swarm node, and this role's
+    overlays of stacks gone (or DISABLED) removed once nothing uses them. Elsewhere nothing.
+    Returns ``{"created", "removed", "in use", "leader"}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_swarm.overlays test=True
+    """
+    settings = _settings(settings)
+    done = {"created": [], "removed": [], "in use": [], "leader": settings["leader"]}
+    if not ccc_swarm.is_leader(settings, __grains__["id"]):
+        return done
+    wanted = ccc_swarm.wanted_stacks(ccc_pillar.pillar_ccc(__pillar__), settings)
+    state_dir = _node()["state_dir"]
+    with _client() as client:
+        if ccc_swarm_engine.swarm_info(client).get("LocalNodeState") != "active":
+            if test:
+                done["created"] = [ccc_swarm.overlay_name(stack) for stack in wanted]
+                return done  # the swarm is initialised first in a real run
+            raise CommandExecutionError("this node is not in an active swarm: no overlays can be made")
+        for stack in wanted:
+            if ccc_swarm_engine.ensure_overlay(client, stack, state_dir, test=test) == "created":
+                done["created"].append(ccc_swarm.overlay_name(stack))
+        done.update(ccc_swarm_engine.prune(client, wanted, test=test))
+    return done
+
+
+def overlay_present(stack, settings=None):
+    """
+    On the leader: the overlay of ``stack`` (created when missing; the master asks when a worker
+    lacks it). Returns ``"present"`` or ``"created"``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_swarm.overlay_present ana-main
+    """
+    settings = _settings(settings)
+    if not ccc_swarm.is_leader(settings, __grains__["id"]):
+        raise CommandExecutionError(f"only the swarm leader ({settings['leader']}) creates overlays")
+    if stack not in ccc_swarm.wanted_stacks(ccc_pillar.pillar_ccc(__pillar__), settings):
+        raise CommandExecutionError(f"{stack!r} is no active stack of the pillar that may run on a swarm node")
+    with _client() as client:
+        return ccc_swarm_engine.ensure_overlay(client, stack, _node()["state_dir"])
+
+
+def leave(settings=None, test=False):
+    """
+    Leave the swarm (the role is ``absent``): the leader first removes this role's unused
+    overlays. A manager is never forced out (Docker refuses a manager's plain leave: a forced one
+    can break the swarm's quorum); demote it first. Returns ``{"left", "overlays", "comment"}``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_swarm.leave test=True
+    """
+    settings = __salt__["ccc_cluster.role_settings"]("swarm") if settings is None else ccc_pillar.plain(settings)
+    with _client() as client:
+        swarm = ccc_swarm_engine.swarm_info(client)
+        if swarm.get("LocalNodeState") == "inactive":
+            return {"left": False, "overlays": {}, "comment": "this node is in no swarm"}
+        pruned = ccc_swarm_engine.prune(client, [], test=test) if swarm.get("ControlAvailable") else {}
+        if swarm.get("ControlAvailable"):
+            raise CommandExecutionError(
+                "this node is a swarm manager and is not made to leave: `docker swarm leave --force` could cost the "
+                "swarm its quorum (or end it, on the last manager). Demote it on another manager (docker node demote "
+                f"{__grains__['id']}) and apply again, or end the swarm by hand. Overlays removed: "
+                f"{', '.join(pruned.get('removed') or []) or 'none'}")
+        if not test:
+            ccc_swarm_engine.leave(client)
+    return {"left": True, "overlays": pruned, "comment": "left the swarm" if not test else "would leave the swarm"}

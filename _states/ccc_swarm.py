@@ -1,0 +1,71 @@
+"""
+States of the swarm cluster role (``salt/cluster/swarm/``): the node's swarm membership, the
+stacks' overlay networks on the leader, and leaving when the role is ``absent``.
+
+.. code-block:: yaml
+
+    ccc-cluster-swarm-member:
+      ccc_swarm.member:
+        - settings: {leader: node1, leader_addr: 10.0.0.1, ...}
+
+The settings come from the role's ``map.jinja``; the join tokens are read from secrets by the
+execution module (never rendered into SLS). A node in another swarm, or one whose engine is
+mid-join, fails with the reason and is left as it is.
+"""
+
+from salt.exceptions import CommandExecutionError
+
+import ccc_state_ret
+
+__virtualname__ = "ccc_swarm"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def member(name, settings):
+    """This node in the swarm: initialised on the leader, joined elsewhere (see the module docstring)."""
+    test = bool(__opts__["test"])
+    try:
+        done = __salt__["ccc_swarm.member"](settings=settings, test=test)
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, {}, str(exc))
+    if not done["changed"]:
+        return ccc_state_ret.result(name, True, {}, done["comment"])
+    verb = {"init": "swarm initialised", "join": "joined the swarm"}[done["action"]]
+    return ccc_state_ret.result(name, None if test else True, {"swarm": verb},
+                                ("would: " if test else "") + done["comment"])
+
+
+def overlays(name, settings):
+    """On the leader, the stacks' overlays: created for every stack that may run on a swarm node,
+    removed (when unused) for stacks that are gone; elsewhere nothing to do."""
+    test = bool(__opts__["test"])
+    try:
+        done = __salt__["ccc_swarm.overlays"](settings=settings, test=test)
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, {}, str(exc))
+    if done["leader"] != __grains__["id"]:
+        return ccc_state_ret.result(name, True, {}, f"overlays are created by the swarm leader {done['leader']}")
+    changes = {key: done[key] for key in ("created", "removed") if done[key]}
+    parts = [f"{'would be ' if test else ''}{key}: {', '.join(done[key])}" for key in ("created", "removed") if done[key]]
+    if done["in use"]:
+        parts.append(f"kept while containers use them: {', '.join(done['in use'])}")
+    comment = "stack overlays " + ("; ".join(parts) if parts else "as wanted")
+    return ccc_state_ret.result(name, None if (test and changes) else True, changes, comment)
+
+
+def left(name, settings):
+    """The role is ``absent``: leave the swarm (never forced: a manager fails with why)."""
+    test = bool(__opts__["test"])
+    try:
+        done = __salt__["ccc_swarm.leave"](settings=settings, test=test)
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, {}, str(exc))
+    changes = {}
+    if done["left"]:
+        changes["swarm"] = "left"
+    if (done["overlays"] or {}).get("removed"):
+        changes["overlays_removed"] = done["overlays"]["removed"]
+    return ccc_state_ret.result(name, None if (test and changes) else True, changes, done["comment"])

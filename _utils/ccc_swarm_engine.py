@@ -1,0 +1,211 @@
+"""
+The swarm role against a Docker engine: the node's Swarm facts, init/join/leave, the stacks'
+overlay networks and a container's attachment to its stack's overlay. The rules are
+``ccc_swarm``'s; this module only acts, with a ``docker.DockerClient`` and plain data.
+
+Overlays are created by the leader only (``ccc_swarm``), under an ``fcntl`` lock in the node's
+root-only state dir, so the leader's own concurrent runs (a cluster apply, a containers run, the
+master's request) make one network; a name that exists already counts as made. An overlay is
+removed only when it carries this role's label, and only by Docker's own refusal-free path:
+a network something is attached to (here or on another node) is refused and kept.
+"""
+
+import contextlib
+import fcntl
+import os
+
+import ccc_engine
+import ccc_secrets
+import ccc_swarm
+
+LOCK_NAME = "swarm-overlays.lock"
+
+
+def swarm_info(client):
+    """The engine's ``Info.Swarm`` (``LocalNodeState``, ``ControlAvailable``, ``RemoteManagers``...)."""
+    return client.api.info().get("Swarm") or {}
+
+
+def engine_fact(client, settings, node_id):
+    """
+    What a containers run needs to know, read once per run: ``{"active", "creator"}`` (creator:
+    this node is ``ccc:swarm:leader``, which creates missing overlays). An engine
+    that does not answer is no swarm for this run (its containers fail on their own).
+    """
+    try:
+        swarm = swarm_info(client)
+    except Exception as exc:  # noqa: BLE001 - the deploy reports the engine; the overlay just waits
+        return {"active": False, "creator": False, "error": str(exc)}
+    return {"active": swarm.get("LocalNodeState") == "active", "creator": ccc_swarm.is_leader(settings, node_id)}
+
+
+def init(client, settings):
+    """``docker swarm init`` with the node's advertise and listen addresses; returns the node id."""
+    return client.swarm.init(advertise_addr=settings.get("advertise_addr") or None,
+                             listen_addr=settings.get("listen_addr") or "0.0.0.0:2377")
+
+
+def join(client, settings, remote, token):
+    """``docker swarm join``; an error never carries the token (``ccc_secrets.mask``)."""
+    try:
+        return client.swarm.join(remote_addrs=[remote], join_token=token,
+                                 listen_addr=settings.get("listen_addr") or "0.0.0.0:2377",
+                                 advertise_addr=settings.get("advertise_addr") or None)
+    except ccc_engine.docker.errors.APIError as exc:
+        raise RuntimeError(ccc_secrets.mask(f"joining the swarm at {remote} failed: {exc.explanation or exc}",
+                                            [token])) from None
+
+
+def leave(client):
+    """``docker swarm leave`` without force (Docker refuses when a manager would break quorum)."""
+    client.swarm.leave(force=False)
+
+
+@contextlib.contextmanager
+def _creation_lock(state_dir):
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    with open(os.path.join(state_dir, LOCK_NAME), "a", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def find_overlay(client, stack):
+    """The network named ``overlay-<stack>`` (summary), ``None`` when there is none here."""
+    name = ccc_swarm.overlay_name(stack)
+    return next((net for net in client.api.networks(names=[name]) if net.get("Name") == name), None)
+
+
+def ours(client):
+    """The overlays this role created that this engine sees: ``{stack: network summary}``."""
+    found = {}
+    for net in client.api.networks(filters={"label": ccc_swarm.OVERLAY_LABEL}):
+        stack = ccc_swarm.stack_of_overlay(net.get("Name"), net.get("Labels"))
+        if stack and net.get("Driver") == "overlay":
+            found[stack] = net
+    return found
+
+
+def ensure_overlay(client, stack, state_dir, test=False):
+    """Create the stack's overlay unless it exists; ``"present"``, ``"created"`` (or would be)."""
+    if find_overlay(client, stack) is not None:
+        return "present"
+    if test:
+        return "created"
+    with _creation_lock(state_dir):
+        if find_overlay(client, stack) is not None:
+            return "present"
+        try:
+            client.api.create_network(**ccc_swarm.overlay_definition(stack))
+        except ccc_engine.docker.errors.APIError as exc:
+            if "already exists" in str(exc.explanation or exc):
+                return "present"
+            raise
+    return "created"
+
+
+def remove_overlay(client, stack, test=False):
+    """Remove the stack's overlay if it is ours and nothing uses it: ``"removed"`` (or would be),
+    ``"in use"`` (Docker refused: attached here or on another node), ``"absent"``, ``"foreign"``."""
+    net = find_overlay(client, stack)
+    if net is None:
+        return "absent"
+    if ccc_swarm.stack_of_overlay(net.get("Name"), net.get("Labels")) != stack:
+        return "foreign"
+    if test:
+        return "removed"
+    try:
+        client.api.remove_network(net["Id"])
+    except ccc_engine.docker.errors.NotFound:
+        return "absent"
+    except ccc_engine.docker.errors.APIError:
+        return "in use"
+    return "removed"
+
+
+def _aliases(attrs, network):
+    endpoint = ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).get(network) or {}
+    return endpoint.get("Aliases") or []
+
+
+def attach(client, container, overlay, state_dir):
+    """
+    Attach ``container`` to its stack's overlay with the node name as alias (``overlay``:
+    ``ccc_swarm.attachment``). Returns ``"attached"`` (already), ``"connected"``, ``"created"``
+    (the leader made the overlay first) or ``"pending"`` (no overlay yet on a node that does not
+    create them). Docker errors other than a missing network are raised.
+    """
+    network, alias = overlay["network"], overlay["alias"]
+    attrs = ccc_engine.inspect(client, container) or {}
+    if network in ccc_engine.attached_networks(attrs):
+        if alias in _aliases(attrs, network):
+            return "attached"
+        client.api.disconnect_container_from_network(container, network)
+    try:
+        client.api.connect_container_to_network(container, network, aliases=[alias])
+        return "connected"
+    except ccc_engine.docker.errors.APIError as exc:
+        if not _no_such_network(exc):
+            raise
+        if not overlay["creator"]:
+            return "pending"
+    ensure_overlay(client, overlay["stack"], state_dir)
+    client.api.connect_container_to_network(container, network, aliases=[alias])
+    return "created"
+
+
+def _no_such_network(exc):
+    """Docker's answer for a network that does not exist: a 404 on a manager, a 500 carrying the
+    manager's gRPC ``NotFound`` on a worker."""
+    return isinstance(exc, ccc_engine.docker.errors.NotFound) or "not found" in str(exc.explanation or exc)
+
+
+def join_overlay(client, resolution, state_dir, changes):
+    """
+    The swarm step of a deploy, once the container runs its spec: attach it to its stack's
+    overlay (``resolution["overlay"]``, ``None`` where this node has no active swarm role).
+    Records what it did in ``changes``; returns ``{"user", "admin", "needed", "failed"}``: a
+    sentence for the user's report and one for the admin's comment (or ``None``), whether the
+    leader must be asked for the overlay (``ccc_swarm.EVENT_OVERLAY_NEEDED``), whether it failed.
+    """
+    overlay, done = resolution.get("overlay"), {"user": None, "admin": None, "needed": False, "failed": False}
+    if overlay is None:
+        return done
+    try:
+        status = attach(client, resolution["stack"], overlay, state_dir)
+    except ccc_engine.docker.errors.APIError as exc:
+        return dict(done, failed=True, admin=f"could not join {overlay['network']}: {exc.explanation or exc}")
+    if status in ("connected", "created"):
+        changes["overlay"] = {"network": overlay["network"], "alias": overlay["alias"],
+                              **({"network_created": True} if status == "created" else {})}
+    if status == "pending":
+        return dict(done, needed=True, user=ccc_swarm.pending_message(resolution["stack"]),
+                    admin=f"{overlay['network']} pending: it does not exist yet, the swarm leader is asked to "
+                          f"create it ({ccc_swarm.EVENT_OVERLAY_NEEDED})")
+    return done
+
+
+def would_join(resolution, attrs):
+    """Test mode: the overlay the container would join (``None`` when it is on it already or has none)."""
+    overlay = resolution.get("overlay")
+    if overlay is None or (attrs and overlay["network"] in ccc_engine.attached_networks(attrs)
+                           and overlay["alias"] in _aliases(attrs, overlay["network"])):
+        return None
+    return {"network": overlay["network"], "alias": overlay["alias"]}
+
+
+def prune(client, wanted, test=False):
+    """
+    On the leader: remove this role's overlays whose stack is no longer ``wanted``
+    (``ccc_swarm.wanted_stacks``) and that nothing uses. Returns ``{"removed": [...], "in use": [...]}``
+    (networks; in use: Docker refused, a container here or on another node is still attached).
+    """
+    done = {"removed": [], "in use": []}
+    for stack in sorted(set(ours(client)) - set(wanted)):
+        status = remove_overlay(client, stack, test=test)
+        if status in done:
+            done[status].append(ccc_swarm.overlay_name(stack))
+    return done

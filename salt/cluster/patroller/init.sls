@@ -1,0 +1,76 @@
+{#- patroller: the claims container (Patroller: GPU claims of this node, reached by compute
+    containers as "claims"/"reservation" on the claims network, published as <node>-monitor
+    through FRP) and, where enabled, its web UI with its admin folder. Rules and specs:
+    _utils/ccc_patroller.py (salt-call ccc_patroller.plan); containers: ccc_service_container. #}
+{%- from tpldir ~ "/map.jinja" import patroller with context %}
+{%- if salt['ccc_cluster.role_enabled']('patroller') %}
+{%-   set plan = salt['ccc_patroller.plan'](patroller) %}
+{%-   if plan.problems %}
+ccc-cluster-patroller-settings:
+  test.configurable_test_state:
+    - changes: false
+    - result: false
+    - allow_test_mode_failure: true
+    - name: ccc:patroller
+    - comment: {{ ("ccc:patroller is not valid, nothing changed: " ~ plan.problems | join("; ")) | json }}
+{%-   else %}
+ccc-cluster-patroller-gpus:
+  test.succeed_without_changes:
+    - name: {{ plan.gpus | json }}
+
+ccc-cluster-patroller-claims-container:
+  ccc_service_container.running:
+    - name: {{ plan.claims.name | json }}
+    - spec: {{ plan.claims | json }}
+{%-     if plan.webui %}
+{%-       set files = plan.webui_files %}
+
+ccc-cluster-patroller-webui-folder:
+  file.directory:
+    - name: {{ files.folder | json }}
+    - user: root
+    - group: root
+    - mode: "0755"
+    - makedirs: true
+
+{#- the web UI's data: created empty when missing, never replaced or truncated #}
+ccc-cluster-patroller-webui-occupancy-data:
+  file.managed:
+    - name: {{ files.parquet | json }}
+    - replace: false
+    - user: root
+    - group: root
+    - mode: "0644"
+    - require:
+      - file: ccc-cluster-patroller-webui-folder
+
+ccc-cluster-patroller-webui-config:
+  file.managed:
+    - name: {{ files.config | json }}
+    - contents: {{ plan.webui_config | json }}
+    - user: root
+    - group: root
+    - mode: "0644"
+    - require:
+      - file: ccc-cluster-patroller-webui-folder
+
+ccc-cluster-patroller-webui-container:
+  ccc_service_container.running:
+    - name: {{ plan.webui.name | json }}
+    - spec: {{ plan.webui | json }}
+    - require:
+      - file: ccc-cluster-patroller-webui-occupancy-data
+      - file: ccc-cluster-patroller-webui-config
+{%-     else %}
+
+ccc-cluster-patroller-webui-container:
+  ccc_service_container.absent:
+    - name: {{ patroller.webui.name | json }}
+    - role: patroller
+{%-     endif %}
+{%-   endif %}
+{%- else %}
+ccc-cluster-patroller-off:
+  test.succeed_without_changes:
+    - name: role patroller is off for this node (ccc:roles, ccc:only_roles)
+{%- endif %}

@@ -1,0 +1,20 @@
+{#- swarm: this node in the cluster's Docker Swarm (init on ccc:swarm:leader, join elsewhere with the
+    token from ccc:secrets:swarm), and on the leader one attachable, internal overlay network per
+    STACK (overlay-<STACK>) that may run on a swarm node; the containers state attaches each
+    container to its stack's overlay with the node name as alias. Needs the docker role's engine. #}
+{%- from tpldir ~ "/map.jinja" import swarm with context %}
+{%- if salt['ccc_cluster.role_enabled']('swarm') %}
+ccc-cluster-swarm-member:
+  ccc_swarm.member:
+    - settings: {{ swarm | json }}
+
+ccc-cluster-swarm-overlays:
+  ccc_swarm.overlays:
+    - settings: {{ swarm | json }}
+    - require:
+      - ccc_swarm: ccc-cluster-swarm-member
+{%- else %}
+ccc-cluster-swarm-off:
+  test.succeed_without_changes:
+    - name: role swarm is off for this node (ccc:roles, ccc:only_roles)
+{%- endif %}
