@@ -14,6 +14,7 @@ import ccc_monitoring
 import ccc_patroller
 import ccc_pillar
 import ccc_roles
+import ccc_rules
 import ccc_superfan_gpu
 import ccc_swarm
 
@@ -26,11 +27,6 @@ def container(role, name):
     return {"kind": "container", "name": name, "role": role}
 
 
-def _enabled(value):
-    """A pillar switch (``true``, ``"yes"``...) as a bool."""
-    return value is True or str(value).strip().lower() in ("true", "yes", "on", "1")
-
-
 def _docker(settings, node_id, ccc):
     """The engine; the egress firewall unit where a network of ``ccc:cluster:networks`` is
     restricted (firewall.sls installs it only then); the Portainer agent when switched on."""
@@ -40,7 +36,7 @@ def _docker(settings, node_id, ccc):
                                           for definition in networks.values()):
         found.append(unit("docker", "ccc-docker-firewall"))
     agent = (settings or {}).get("portainer_agent") or {}
-    if _enabled(agent.get("enabled")):
+    if ccc_rules.truthy(agent.get("enabled")):
         found.append(container("docker", agent.get("name") or "portainer-agent"))
     return found
 

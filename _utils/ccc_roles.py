@@ -10,15 +10,21 @@ dependency). Pure functions: pillar values in, a decision or a ``ValueError`` ou
 Pillar: ``ccc:roles:<role>`` is ``true`` (apply), ``false`` (leave alone) or ``absent`` (apply
 the role's ``clean``: undo what it set up, never user data); ``ccc:only_roles`` (a list or the
 original's comma-separated string) limits one run to the roles it names, in the order below.
+The Mellanox driver role runs only when ``ccc:only_roles`` names it (``ONLY_WHEN_NAMED``).
 """
 
 # (role, on by default). Roles of later work slot in at the original's positions.
 ROLES = (
     ("fail2ban", True),
+    ("mellanox", False),
+    ("netplan", False),
+    ("zfs", False),
     ("nvidia", False),
     ("docker", True),
     ("swarm", False),
     ("frp_client", False),
+    ("cachefilesd", False),
+    ("nfs_storage", False),
     ("superfan_gpu", False),
     ("monitoring_agent", True),
     ("patroller", False),
@@ -30,7 +36,11 @@ ORDER = tuple(name for name, _ in ROLES)
 DEFAULT_ON = {name: on for name, on in ROLES}
 # The original's role names (cluster-deploy.yml, only_roles) for the roles that have another name here.
 ALIASES = {"sshd-hostkey": "sshd_hostkeys", "frp-client": "frp_client", "superfan-gpu": "superfan_gpu",
-           "monitoring-agent": "monitoring_agent", "docker-swarm": "swarm"}
+           "monitoring-agent": "monitoring_agent", "docker-swarm": "swarm", "nfs-storage": "nfs_storage",
+           "mellanox-driver": "mellanox"}
+# Roles applied only by a run whose ccc:only_roles names them, as in the original (a driver
+# installation is an explicit act); ccc:roles still switches them off or to absent.
+ONLY_WHEN_NAMED = ("mellanox",)
 # Roles whose settings live under another pillar key than ``ccc:<role>``: the agents' own keys,
 # which their configuration modules (ccc_fan_config, ccc_exporter_config) already read.
 SETTINGS_KEYS = {"superfan_gpu": "fans", "monitoring_agent": "monitoring"}
@@ -94,6 +104,8 @@ def select(roles_pillar, only=None):
         value = state[role]
         if limit is not None and role not in limit:
             plan["skipped"][role] = "not in ccc:only_roles"
+        elif role in ONLY_WHEN_NAMED and limit is None and value != ABSENT:
+            plan["skipped"][role] = "runs only when ccc:only_roles names it"
         elif value is True or (limit is not None and value is False and role not in explicit):
             plan["apply"].append(role)
         elif value == ABSENT:

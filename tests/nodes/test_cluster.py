@@ -18,6 +18,7 @@ import time
 import pytest
 
 from support import secrets
+from support.sysnode import failed as _failed
 
 pytestmark = pytest.mark.docker
 
@@ -57,8 +58,7 @@ def _apply(node, timings, label):
     started = time.monotonic()
     call = node.salt_call("-l", "debug", "state.apply", "cluster", check=False)
     timings[label] = time.monotonic() - started
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
-    states = {key.split("_|-")[1]: value for key, value in call.data.items()}
+    states = call.states()
     node.outputs.append((f"{label} stdout", call.stdout))
     node.outputs.append((f"{label} log", call.stderr))
     return states
@@ -72,11 +72,7 @@ def node(sysnodes, tmp_path_factory):
     made.exec("mkdir -p /srv/ccc/shared/user_data /srv/ccc/local/sshd")  # the NFS share and local disk
     keyring = tmp_path_factory.mktemp("cluster-gpg") / "gpgkeys"
     secrets.make_keyring(keyring)
-    exported = secrets.export_secret_key(keyring, tmp_path_factory.mktemp("cluster-key") / "key.asc")
-    made.salt_call("test.true")  # writes the local config (and its gpg_keydir)
-    made.write_file("/tmp/ccc-test-key.asc", pathlib.Path(exported).read_text(), mode="0600")
-    made.exec("gpg --batch --quiet --homedir /etc/ccc-test/salt-local/gpgkeys --import /tmp/ccc-test-key.asc"
-              " && rm /tmp/ccc-test-key.asc")
+    made.import_pillar_key(keyring, tmp_path_factory.mktemp("cluster-key"))
     made.write_pillar("site/secrets.sls", secrets.secrets_sls(keyring, SECRETS))
     made.write_pillar("site/nodes/cluster-full.sls", json.dumps(_pillar(portainer=False)))
     made.salt_call("saltutil.sync_all")
@@ -100,10 +96,6 @@ def runs(node):
     third = _apply(node, timings, "no-op")
     print("state.apply cluster on a fresh node: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
     return first, second, third
-
-
-def _failed(states):
-    return {key: value["comment"] for key, value in states.items() if value["result"] is not True}
 
 
 def test_a_fresh_node_comes_up_and_the_next_run_changes_nothing(node, runs):

@@ -62,8 +62,7 @@ def sh(node, command):
 
 def apply(node):
     call = node.salt_call("state.apply", "cluster.docker", check=False)
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
-    return {key.split("_|-")[1]: value for key, value in call.data.items()}
+    return call.states()
 
 
 @pytest.fixture(scope="module")

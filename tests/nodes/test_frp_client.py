@@ -14,12 +14,12 @@ second apply changes nothing; a new token recreates both; a removed network entr
 container; a reboot brings them back (restart policy); ``absent`` removes them and keeps the logs."""
 
 import json
-import pathlib
 import subprocess
 
 import pytest
 
 from support import secrets
+from support.sysnode import failed as _failed
 
 pytestmark = pytest.mark.docker
 
@@ -51,13 +51,9 @@ def _pillar(frp_client=True, watched=WATCHED):
 
 def _apply(node, sls="cluster"):
     call = node.salt_call("-l", "debug", "state.apply", sls, check=False)
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
+    states = call.states()
     node.outputs += [(f"apply {len(node.outputs)} stdout", call.stdout), (f"apply {len(node.outputs)} log", call.stderr)]
-    return {key.split("_|-")[1]: value for key, value in call.data.items()}
-
-
-def _failed(states):
-    return {key: value["comment"] for key, value in states.items() if value["result"] is not True}
+    return states
 
 
 def _inspect(node, name):
@@ -76,11 +72,7 @@ def node(sysnodes, tmp_path_factory):
     made.add_apt_source()  # the site's Debian mirror: docker.io for the docker role
     keyring = tmp_path_factory.mktemp("frp-gpg") / "gpgkeys"
     secrets.make_keyring(keyring)
-    exported = secrets.export_secret_key(keyring, tmp_path_factory.mktemp("frp-key") / "key.asc")
-    made.salt_call("test.true")  # writes the local config (and its gpg_keydir)
-    made.write_file("/tmp/ccc-test-key.asc", pathlib.Path(exported).read_text(), mode="0600")
-    made.exec("gpg --batch --quiet --homedir /etc/ccc-test/salt-local/gpgkeys --import /tmp/ccc-test-key.asc"
-              " && rm /tmp/ccc-test-key.asc")
+    made.import_pillar_key(keyring, tmp_path_factory.mktemp("frp-key"))
     made.write_pillar("site/secrets.sls", secrets.secrets_sls(keyring, SECRETS))
     made.write_pillar(f"site/nodes/{NODE}.sls", json.dumps(_pillar(frp_client=False)))
     made.salt_call("saltutil.sync_all")

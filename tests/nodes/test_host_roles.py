@@ -35,8 +35,7 @@ def sh(node, command):
 
 def apply(node):
     call = node.salt_call("state.apply", "cluster", check=False)
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
-    return {key.split("_|-")[1]: value for key, value in call.data.items()}
+    return call.states()
 
 
 def host_inotify():

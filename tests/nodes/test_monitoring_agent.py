@@ -36,6 +36,7 @@ import pytest
 
 from nodes.agents_support import wheel_pillar
 from support.sysnode import REPO
+from support.sysnode import failed as _failed, changed as _changed
 
 pytestmark = pytest.mark.docker
 
@@ -80,16 +81,7 @@ def _apply(node, label):
     started = time.monotonic()
     call = node.salt_call("state.apply", "cluster", check=False)
     node.timings[label] = time.monotonic() - started
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
-    return {key.split("_|-")[1]: value for key, value in call.data.items()}
-
-
-def _failed(states):
-    return {key: value["comment"] for key, value in states.items() if value["result"] is not True}
-
-
-def _changed(states):
-    return {key: value["changes"] for key, value in states.items() if value["changes"]}
+    return call.states()
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,8 @@ import subprocess
 
 import pytest
 
+from support.sysnode import failed as _failed
+
 pytestmark = pytest.mark.docker
 
 PATROLLER_IMAGE = "registry.example.org/vicos/patroller:v1"
@@ -58,12 +60,7 @@ def _pillar(role=True):
 
 def _apply(node, sls="cluster"):
     call = node.salt_call("state.apply", sls, check=False)
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
-    return {key.split("_|-")[1]: value for key, value in call.data.items()}
-
-
-def _failed(states):
-    return {key: value["comment"] for key, value in states.items() if value["result"] is not True}
+    return call.states()
 
 
 def _standin(node, image, script, env=()):

@@ -74,8 +74,7 @@ def write_pillar(node, fans, role=True, agents=None):
 
 def apply(node):
     call = node.salt_call("state.apply", "cluster", check=False)
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
-    return {key.split("_|-")[1]: value for key, value in call.data.items()}
+    return call.states()
 
 
 def problems(states):

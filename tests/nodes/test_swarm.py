@@ -12,12 +12,12 @@ refuses to force the manager out. Second applies change nothing. No real GPU or 
 storage roots are plain folders in each node (the stack's home is per node here)."""
 
 import json
-import pathlib
 import subprocess
 
 import pytest
 
 from support import secrets
+from support.sysnode import failed as _failed, changed as _changed
 
 pytestmark = pytest.mark.docker
 
@@ -55,21 +55,8 @@ def _site(leader_ip, containers, swarm_role=True):
 CONTAINERS = [{"STACK_NAME": STACK, "USER_EMAIL": EMAIL, "CONTAINER_IMAGE": "ccc-test/sshd:1"}]
 
 
-def _states(call):
-    assert isinstance(call.data, dict), call.stdout[-3000:] + call.stderr[-3000:]
-    return {key.split("_|-")[1]: value for key, value in call.data.items()}
-
-
-def _failed(states):
-    return {key: value["comment"] for key, value in states.items() if value["result"] is not True}
-
-
-def _changed(states):
-    return {key: value["changes"] for key, value in states.items() if value["changes"]}
-
-
 def _apply(node, sls):
-    return _states(node.salt_call("state.apply", sls, check=False))
+    return node.salt_call("state.apply", sls, check=False).states()
 
 
 def _write_site(node, containers, swarm_role=True):
@@ -91,11 +78,7 @@ def nodes(sysnodes, tmp_path_factory):
         node.salt_call("saltutil.sync_all")
     made[WORKER].keyring = tmp_path_factory.mktemp("swarm-gpg") / "gpgkeys"
     secrets.make_keyring(made[WORKER].keyring)
-    exported = secrets.export_secret_key(made[WORKER].keyring, tmp_path_factory.mktemp("swarm-key") / "key.asc")
-    made[WORKER].salt_call("test.true")  # writes the local config (and its gpg_keydir)
-    made[WORKER].write_file("/tmp/ccc-test-key.asc", pathlib.Path(exported).read_text(), mode="0600")
-    made[WORKER].exec("gpg --batch --quiet --homedir /etc/ccc-test/salt-local/gpgkeys --import /tmp/ccc-test-key.asc"
-                      " && rm /tmp/ccc-test-key.asc")
+    made[WORKER].import_pillar_key(made[WORKER].keyring, tmp_path_factory.mktemp("swarm-key"))
     made["saved_image"] = saved
     return made
 

@@ -46,7 +46,7 @@ import time
 
 import yaml
 
-from support import aptrepo
+from support import aptrepo, secrets
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 VENV = pathlib.Path(sys.prefix)
@@ -73,6 +73,21 @@ class SaltCall:
     data: object
     stdout: str
     stderr: str
+
+    def states(self):
+        """A state run's results by state ID; the output is the failure message when there are none."""
+        assert isinstance(self.data, dict), self.stdout[-3000:] + self.stderr[-3000:]
+        return {key.split("_|-")[1]: value for key, value in self.data.items()}
+
+
+def failed(states):
+    """``{state ID: comment}`` of the states of a run that did not succeed."""
+    return {key: value["comment"] for key, value in states.items() if value["result"] is not True}
+
+
+def changed(states):
+    """``{state ID: changes}`` of the states of a run that changed something."""
+    return {key: value["changes"] for key, value in states.items() if value["changes"]}
 
 
 def ensure_network():
@@ -202,6 +217,15 @@ class SysNode:
         if rel.is_absolute() or ".." in rel.parts:
             raise ValueError(f"pillar path must stay below {PILLAR_ROOT}: {relpath}")
         self.write_file(f"{PILLAR_ROOT}/{rel}", text)
+
+    def import_pillar_key(self, keyring, workdir):
+        """Give the node's masterless Salt the private key of ``keyring`` (``support.secrets``), so
+        a pillar encrypted to it (``secrets.secrets_sls``, written with ``write_pillar``) decrypts."""
+        exported = secrets.export_secret_key(keyring, pathlib.Path(workdir) / "key.asc")
+        self.salt_call("test.true")  # writes the local config (and its gpg_keydir)
+        self.write_file("/tmp/ccc-test-key.asc", pathlib.Path(exported).read_text(), mode="0600")
+        self.exec(f"gpg --batch --quiet --homedir {LOCAL_CONFIG}/gpgkeys --import /tmp/ccc-test-key.asc"
+                  " && rm /tmp/ccc-test-key.asc")
 
     def add_apt_source(self):
         """Point the node's apt at the test repository (as a role would) and update its lists."""

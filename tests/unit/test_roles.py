@@ -13,7 +13,9 @@ def test_defaults_apply_the_roles_that_are_on_by_default_in_order():
     assert plan["apply"] == ["fail2ban", "docker", "monitoring_agent", "inotify", "sshd_hostkeys", "timezone"]
     assert plan["clean"] == []
     off = "off by default (ccc:roles)"
-    assert plan["skipped"] == {"nvidia": off, "swarm": off, "frp_client": off, "superfan_gpu": off, "patroller": off}
+    assert plan["skipped"] == {"mellanox": "runs only when ccc:only_roles names it", "netplan": off, "zfs": off,
+                               "nvidia": off, "swarm": off, "frp_client": off, "cachefilesd": off,
+                               "nfs_storage": off, "superfan_gpu": off, "patroller": off}
 
 
 def test_a_node_switches_roles_on_off_and_absent():
@@ -54,7 +56,7 @@ def test_the_agent_roles_keep_their_settings_under_the_agents_keys():
 
 
 @pytest.mark.parametrize("roles, only, message", [
-    ({"dockr": True}, None, "unknown role 'dockr'; the roles are: fail2ban, nvidia, docker"),
+    ({"dockr": True}, None, "unknown role 'dockr'; the roles are: fail2ban, mellanox, netplan, zfs, nvidia, docker"),
     ({"docker": "yes"}, None, "ccc:roles:docker must be true, false or absent, got 'yes'"),
     (["docker"], None, "ccc:roles must be a mapping"),
     ({}, "docker,frp", "unknown role 'frp'"),
@@ -68,3 +70,11 @@ def test_bad_switches_are_refused_with_a_clear_message(roles, only, message):
 
 def test_an_empty_only_roles_does_not_limit():
     assert ccc_roles.select({}, "")["apply"] == ccc_roles.select({})["apply"]
+
+
+def test_the_mellanox_driver_runs_only_when_only_roles_names_it():
+    assert "mellanox" not in ccc_roles.select({"mellanox": True})["apply"]
+    assert ccc_roles.select({"mellanox-driver": True}, "mellanox-driver,docker")["apply"] == ["mellanox", "docker"]
+    assert ccc_roles.select({}, "mellanox")["apply"] == ["mellanox"]
+    assert ccc_roles.select({"mellanox": False}, "mellanox")["apply"] == []
+    assert ccc_roles.select({"mellanox": "absent"})["clean"] == ["mellanox"]
