@@ -129,6 +129,8 @@ def _prepare(cluster, node, resolution, test):
 def _run(client, cluster, node, resolution, attrs, test):
     """Create or recreate (only when the spec hash changed), start, reattach networks."""
     stack, owner = resolution["stack"], ccc_pillar.file_owner(cluster)
+    if resolution.get("storage_missing"):
+        return _storage_missing(resolution, owner, test)
     try:
         spec, set_id, created_dirs = _prepare(cluster, node, resolution, test)
     except ccc_safefs.UnsafePath as exc:
@@ -174,6 +176,18 @@ def _run(client, cluster, node, resolution, attrs, test):
     if kept:
         result["announce"] = kept  # nodes keeping an old copy: they remove it when told
     return result
+
+
+def _storage_missing(resolution, owner, test):
+    """The node's NFS mount points the container needs are plain folders (``ccc_plan.nfs_fact``):
+    nothing is created or bound there (a home made on the local disk is lost or forked later);
+    only an existing report folder gets the reason. A running copy stays as it was, and no move
+    marker is written (they live in the shared state dir, on the missing share)."""
+    why = "; ".join(resolution["storage_missing"])
+    if not test:
+        ccc_feedback.write_report(resolution, f"NOT deployed on {resolution['node']}: the shared storage is not mounted "
+                                  f"there, so nothing of yours was created or used (the admins were told): {why}", owner)
+    return _failure(f"{resolution['stack']}: refusing user data on {resolution['node']}, NFS storage missing: {why}")
 
 
 def _test_run(resolution, spec, attrs):

@@ -16,6 +16,7 @@ import os
 import ccc_images
 import ccc_keys
 import ccc_last_good
+import ccc_nfs
 import ccc_pillar
 import ccc_redact
 import ccc_resolver
@@ -30,8 +31,9 @@ NOTICE_MAX_CHARS = 300
 class Inputs:
     """What every container of one run shares (read once by ``read_inputs``; read-only after)."""
 
-    def __init__(self, ccc, cluster, node, facts, stored, notices, swarm=None):
+    def __init__(self, ccc, cluster, node, facts, stored, notices, swarm=None, nfs_missing=None):
         self.ccc = ccc
+        self.nfs_missing = nfs_missing or {}  # ``nfs_fact``: required NFS mount points not mounted, with why
         self.swarm = swarm  # the engine's swarm facts (``swarm_fact``), None where the role is off
         self.cluster = cluster
         self.node = node
@@ -80,7 +82,18 @@ def read_inputs(ccc, minion_id, clients, pull=False, notices=None):
         notices={stack: text for stack, text in (notices or {}).items() if isinstance(text, str)}
         if isinstance(notices, dict) else {},
         swarm=swarm_fact(ccc, minion_id, clients),
+        nfs_missing=nfs_fact(ccc, cluster),
     )
+
+
+def nfs_fact(ccc, cluster, mountinfo="/proc/self/mountinfo"):
+    """The NFS mount points the containers need (``ccc:cluster:mount_points:nfs_required``) that
+    are not on their share now, ``{path: why}``: this node's mount table, read once per run."""
+    required = ccc_nfs.required_points(ccc, cluster)
+    if not required:
+        return {}
+    with open(mountinfo, encoding="utf-8", errors="surrogateescape") as handle:
+        return ccc_nfs.storage_fact(required, ccc_nfs.parse_mountinfo(handle.read()))
 
 
 def swarm_fact(ccc, minion_id, clients):
@@ -116,6 +129,7 @@ def plan(inputs, stack):
     )
     if resolution["action"] == "run":
         resolution["overlay"] = ccc_swarm.attachment(stack, inputs.facts.name, inputs.swarm)
+        resolution["storage_missing"] = ccc_nfs.missing_for(inputs.nfs_missing, ccc_nfs.paths_used(resolution))
     if stack in inputs.notices:
         resolution["user_messages"] = list(resolution["user_messages"]) + [inputs.notices[stack][:NOTICE_MAX_CHARS]]
     return resolution

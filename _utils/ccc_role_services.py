@@ -8,6 +8,7 @@ node's ``ccc`` pillar in; ``[{"kind": "unit" | "container", "name": ..., "role":
 (empty for a role that runs no service). Units are named with their ``.service`` suffix.
 """
 
+import ccc_cachefilesd
 import ccc_docker_firewall
 import ccc_frp_client
 import ccc_monitoring
@@ -49,6 +50,12 @@ def _nvidia(settings, node_id, ccc):
     return [unit("nvidia", "nvidia-persistenced")]
 
 
+def _mellanox(settings, node_id, ccc):
+    """The OFED driver service the role restarts (``ccc:mellanox:service``, none when null)."""
+    service = (settings or {}).get("service")
+    return [unit("mellanox", service)] if isinstance(service, str) and service else []
+
+
 def _monitoring_agent(settings, node_id, ccc):
     """Its ``auto`` switches follow the node's GPUs and whether frp_client runs there."""
     try:
@@ -74,6 +81,8 @@ REGISTRY = {
     "superfan_gpu": _own(ccc_superfan_gpu),
     "monitoring_agent": _monitoring_agent,
     "patroller": _own(ccc_patroller),
+    "cachefilesd": _own(ccc_cachefilesd),
+    "mellanox": _mellanox,
 }
 
 

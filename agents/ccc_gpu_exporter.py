@@ -52,6 +52,7 @@ agents import, the unit runs the agent with ``/opt/ccc-agents/venv/bin/python`` 
 """
 
 import argparse
+import errno
 import logging
 import math
 import signal
@@ -369,14 +370,30 @@ class _Server6(ThreadingWSGIServer):
     address_family = socket.AF_INET6
 
 
-def serve(registry, address, port):
+# How long the exporter waits for its listen address to appear (a Docker bridge's gateway exists
+# only while dockerd has the network up: at boot, or while the docker role recreates it).
+ADDRESS_WAIT = 120.0
+
+
+def serve(registry, address, port, wait=ADDRESS_WAIT, stop=None):
     """
     Serve ``registry`` over HTTP in a daemon thread; returns the server (``server_port``,
     ``shutdown()``). Built here rather than by ``start_http_server``, which returns nothing in
-    prometheus-client 0.16 (Debian 12's ``python3-prometheus-client``, what nodes run).
+    prometheus-client 0.16 (Debian 12's ``python3-prometheus-client``, what nodes run). An
+    address that is not on the host yet is waited for (up to ``wait`` seconds, or until ``stop``
+    is set) instead of failing the service into systemd's restart limit.
     """
     server_class = _Server6 if ":" in address else ThreadingWSGIServer
-    server = make_server(address, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            server = make_server(address, port, make_wsgi_app(registry), server_class, handler_class=_QuietHandler)
+            break
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL or time.monotonic() > deadline or (stop and stop.is_set()):
+                raise
+            log.warning("listen address %s is not on this host yet (Docker network down?); waiting", address)
+            (stop or threading.Event()).wait(2.0)
     threading.Thread(target=server.serve_forever, name="metrics-http", daemon=True).start()
     return server
 
@@ -398,11 +415,11 @@ def main(argv=None):
     if args.once:
         sys.stdout.write(generate_latest(registry).decode("utf-8"))
         return 0 if collector.last_ok else 1
-    server = serve(registry, config["listen_address"], config["port"])
-    log.info("serving GPU metrics on %s:%d (every path)", config["listen_address"], server.server_port)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    server = serve(registry, config["listen_address"], config["port"], stop=stop)
+    log.info("serving GPU metrics on %s:%d (every path)", config["listen_address"], server.server_port)
     stop.wait()
     server.shutdown()
     collector.nvml.reset()

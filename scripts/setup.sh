@@ -17,6 +17,7 @@ command -v gpg >/dev/null || need_apt+=(gnupg)   # Salt's gpg renderer (ccc:secr
 command -v apt-ftparchive >/dev/null || need_apt+=(apt-utils)   # test apt repository (tests/support/aptrepo.py)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v iptables >/dev/null || need_apt+=(iptables)
+command -v netplan >/dev/null || [[ -x /usr/sbin/netplan ]] || need_apt+=(netplan.io)   # the netplan role's tests validate with netplan generate
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
     echo "== apt-get install ${need_apt[*]}"

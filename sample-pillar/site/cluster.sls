@@ -43,6 +43,7 @@ ccc:
   # nodes/<node>.sls; "absent" undoes a role.
   roles:
     nvidia: false            # GPU nodes switch the driver role on in their own file
+    # the lab's nodes switch their own roles on in nodes/<node>.sls (NFS shares, FS-cache, FRP, ...)
   timezone:
     name: Europe/Ljubljana
   # cluster role fail2ban (docs/pillar.md ccc:fail2ban): the nodes' own sshd
@@ -118,3 +119,31 @@ ccc:
   swarm:
     leader: node1
     leader_addr: 192.168.10.11
+  # cluster role nfs_storage (docs/pillar.md ccc:nfs_storage): the shares of ccc:cluster:mount_points:nfs
+  # from the lab's file server, in fstab and mounted (fsc added: cachefilesd is on); the NFS user is
+  # ccc:cluster:nfs_user. A real site also sets ccc:cluster:mount_points:nfs_required: true so the
+  # containers role refuses user data while a share is missing (this sample runs on plain folders).
+  nfs_storage:
+    options: [auto, async]
+    mounts:
+      user_data: nas.example.org:/export/ccc/user_data
+      group_data: nas.example.org:/export/ccc/group_data
+      apps_data: {source: "nas.example.org:/export/ccc/apps", options: [auto, ro, async]}
+      dataset_data: nas.example.org:/export/ccc/datasets
+      private_data: nas.example.org:/export/ccc/private_data
+  # cluster role cachefilesd (docs/pillar.md ccc:cachefilesd): the FS-cache daemon, its cache on a
+  # local dataset, culling thresholds in % of free space (run > cull > stop)
+  cachefilesd:
+    cache_dir: /data/nfs-cache
+    brun: 10
+    bcull: 7
+    bstop: 3
+    frun: 10
+    fcull: 7
+    fstop: 3
+  # cluster role zfs (docs/pillar.md ccc:zfs): switched on per node (nodes/node1.sls has the pool);
+  # the ARC limits of every ZFS node, in bytes
+  zfs:
+    module_parameters:
+      zfs_arc_max: 17179869184
+      zfs_arc_min: 4294967296

@@ -9,6 +9,7 @@ one test runs the real script as a subprocess with the real pynvml on this GPU-l
 script imports its library from ``PYTHONPATH`` (``_utils/``), as its unit does.
 """
 
+import errno
 import json
 import logging
 import os
@@ -530,3 +531,21 @@ def test_unit_runs_the_installed_exporter_with_its_config():
     assert not directives & {"PrivateDevices", "DevicePolicy", "DeviceAllow", "ProtectClock", "ProtectProc",
                              "ProcSubset", "PrivateUsers", "User", "DynamicUser"}
     assert os.access(SCRIPT, os.X_OK) and SCRIPT.read_text().startswith("#!/usr/bin/env python3\n")
+
+
+def test_a_listen_address_not_on_the_host_yet_is_waited_for_not_a_crash(caplog):
+    """The exporter listens on a Docker bridge's gateway, which exists only while dockerd has the
+    network up: the exporter waits for it (until its deadline, or until it is told to stop)
+    instead of exiting into systemd's restart limit."""
+    registry = exporter.CollectorRegistry()
+    started = time.monotonic()
+    with pytest.raises(OSError) as failed:
+        exporter.serve(registry, "192.0.2.77", 0, wait=2.5)  # TEST-NET-1: never on this host
+    assert failed.value.errno == errno.EADDRNOTAVAIL and time.monotonic() - started >= 2.0
+    assert "listen address 192.0.2.77 is not on this host yet (Docker network down?); waiting" in caplog.text
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        exporter.serve(registry, "192.0.2.77", 0, wait=60, stop=stop)
+    assert time.monotonic() - started < 5

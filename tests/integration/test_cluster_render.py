@@ -11,9 +11,9 @@ import ccc_roles  # noqa: E402  (site puts _utils on the path)
 pytestmark = pytest.mark.docker
 
 NODES = ("node1", "node2", "node3")
-ORDER = ["fail2ban", "nvidia", "docker", "frp_client", "monitoring_agent", "patroller", "inotify", "sshd_hostkeys", "timezone"]
-# Roles the sample switches on for one node only (node2's chassis fans).
-NODE_ROLES = {"node2": ["superfan_gpu"]}
+ORDER = ["fail2ban", "netplan", "nvidia", "docker", "frp_client", "cachefilesd", "nfs_storage", "monitoring_agent", "patroller", "inotify", "sshd_hostkeys", "timezone"]
+# Roles the sample switches on for one node only (node1's ZFS scratch pool, node2's chassis fans).
+NODE_ROLES = {"node1": ["zfs"], "node2": ["superfan_gpu"]}
 
 
 def _order(node):

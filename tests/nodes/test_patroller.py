@@ -48,6 +48,10 @@ def _pillar(role=True):
         "roles": {"docker": True, "patroller": role},
         "only_roles": "docker,patroller",
         "node": {"compute_devices": GPUS},
+        # Plain values stand in for the GPG pillar here (tests/nodes/test_frp_client.py decrypts
+        # real ones): role containers whose FRP labels ask for a credential need it to exist.
+        "secrets": {"basic_auth": {"monitor": {"user": "monitor", "password": "monitor-pass-5e1d"},
+                                   "patroller_webui": {"user": "webui", "password": "webui-pass-31c9"}}},
         "cluster": {"networks": {"lab-unrestricted": {"subnet": "172.31.0.0/24", "gateway": "172.31.0.1",
                                                       "bridge_name": "ccc-lab"},
                                  "claims": {"subnet": "172.31.2.0/24", "gateway": "172.31.2.1", "bridge_name": "ccc-claims"}}},
@@ -133,6 +137,8 @@ def test_the_claims_container_runs_as_configured(node, first):
         "frp.80.http.subdomain": "patroller-monitor", "frp.80.http.locations": "/",
         "frp.80.http.username": "{{ .Envs.FRP_CCC_MONITOR_USER }}",
         "frp.80.http.password": "{{ .Envs.FRP_CCC_MONITOR_PASSWORD }}"}
+    shown = json.dumps([claims, _inspect(node, "patroller-webui")])
+    assert "monitor-pass-5e1d" not in shown and "webui-pass-31c9" not in shown
 
 
 def test_docker_hands_the_process_exactly_the_nodes_gpus(node, first):

@@ -58,7 +58,11 @@ ROLE_PACKAGES = ("docker.io", "fail2ban",
                  "python3", "python3-venv", "python3-yaml", "python3-prometheus-client", "python3-docker",
                  "ipmitool",
                  # monitoring_agent's packaged node_exporter
-                 "prometheus-node-exporter")
+                 "prometheus-node-exporter",
+                 # nfs_storage and cachefilesd
+                 "nfs-common", "cachefilesd",
+                 # the netplan role (netplan apply runs udevadm, which netplan.io does not pull in)
+                 "netplan.io", "udev")
 SUITE = "bookworm"
 NODE_PATH = "/srv/ccc-test-apt"
 NODE_KEY = f"{NODE_PATH}/ccc-test-archive.gpg"

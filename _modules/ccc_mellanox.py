@@ -1,0 +1,32 @@
+"""
+Execution module ``ccc_mellanox``: the mellanox role's checked plan (rules in
+``_utils/ccc_mellanox.py``), with whether OFED is already installed on this node.
+"""
+
+import os
+
+import ccc_mellanox
+
+__virtualname__ = "ccc_mellanox"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def plan(settings=None):
+    """
+    What the mellanox role does on this node: ``{"problems", "repositories", "remove",
+    "packages", "service", "ofed_installed"}``; OFED counts as installed when its uninstaller
+    (``ofed_marker``, ``/usr/sbin/ofed_uninstall.sh``) exists, and then nothing is removed.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_mellanox.plan
+    """
+    if settings is None:
+        settings = __salt__["ccc_cluster.role_settings"]("mellanox")
+    installed = os.path.exists(settings.get("ofed_marker") or "/usr/sbin/ofed_uninstall.sh")
+    return dict(ccc_mellanox.plan(settings, installed), ofed_installed=installed)

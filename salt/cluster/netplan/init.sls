@@ -1,0 +1,21 @@
+{#- netplan: this node's interfaces, bonds and VLANs from ccc:netplan in the role's own netplan
+    file, validated with `netplan generate` before it is written, then `netplan apply`
+    (_states/ccc_netplan.py). The settings are the admin's network pillar, no secret. #}
+{%- from tpldir ~ "/map.jinja" import netplan with context %}
+{%- if salt['ccc_cluster.role_enabled']('netplan') %}
+{#- netplan apply runs udevadm (package udev), which netplan.io does not depend on. #}
+ccc-cluster-netplan-package:
+  pkg.installed:
+    - pkgs: [netplan.io, udev]
+
+ccc-cluster-netplan-config:
+  ccc_netplan.config_managed:
+    - name: ccc:netplan
+    - settings: {{ netplan | json }}
+    - require:
+      - pkg: ccc-cluster-netplan-package
+{%- else %}
+ccc-cluster-netplan-off:
+  test.succeed_without_changes:
+    - name: role netplan is off for this node (ccc:roles, ccc:only_roles)
+{%- endif %}
