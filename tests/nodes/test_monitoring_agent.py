@@ -91,9 +91,12 @@ def node(sysnodes):
     made.add_apt_source()
     made.agents_pillar = wheel_pillar(made)
     # FAKE NVML for the exporter service (module docstring), in place before the role starts it.
+    # Copied into the node, not read from the checkout: a checkout under /tmp (CI's clean clone)
+    # is hidden from the service by its PrivateTmp=yes.
     made.write_file(f"{FAKE_LIB}/ccc_nvml.py", FAKE_CCC_NVML)
+    made.write_file(f"{FAKE_LIB}/fake_nvml.py", (REPO / "tests" / "agents" / "fake_nvml.py").read_text())
     made.write_file(FAKE_DROPIN, "[Service]\n# FAKE NVML of tests/nodes/test_monitoring_agent.py\n"
-                    f"Environment=PYTHONPATH={FAKE_LIB}:/opt/ccc-agents/lib:{REPO / 'tests' / 'agents'}\n")
+                    f"Environment=PYTHONPATH={FAKE_LIB}:/opt/ccc-agents/lib\n")
     made.write_pillar(f"site/nodes/{NODE}.sls", json.dumps(_pillar(made)))
     made.salt_call("saltutil.sync_all")
     return made
