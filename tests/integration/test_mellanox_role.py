@@ -1,8 +1,8 @@
 """The mellanox role: its pillar rules, and ``state.apply cluster test=True`` through salt-call
 (masterless; never a real apply on this machine) for sample node1 when ``ccc:only_roles`` names
 it: the repository with its key, the conflicting packages removed only while OFED is not
-installed, the OFED packages, openibd restarted only on their change. Render and test mode only:
-the packages' install is not exercised for real here (no stand-in OFED debs)."""
+installed, the OFED packages, openibd restarted only on their change. Render and test mode here;
+the install itself runs for real on a test node with stand-in OFED packages: tests/nodes/test_mellanox.py."""
 
 import pytest
 

@@ -9,8 +9,9 @@ once, on the host:
   --download-only`` in a throwaway container of the node image, against the host's Debian mirror
   (the one ``tests/images/lib.sh`` finds, or ``CCC_DEBIAN_MIRROR``), on the host's network.
 * **Stand-ins** (``tests/images/apt-standins/<package>/``, built with ``dpkg-deb``): FAKES under
-  NVIDIA's package names, because NVIDIA's archives are unreachable and there is no GPU. Every
-  program appends ``<date> <program> <argv>`` to ``/var/log/ccc-fake-nvidia.log`` on the node.
+  NVIDIA's and Mellanox's package names, because their archives are unreachable and there is no
+  GPU or adapter. Every program appends ``<date> <program> <argv>`` to the node's
+  ``/var/log/ccc-fake-nvidia.log`` (NVIDIA) or ``/var/log/ccc-fake-mlnx.log`` (Mellanox).
 
   ==========================  ====================  ============================================
   package                     version               installs
@@ -24,6 +25,17 @@ once, on the host:
                                                     persistenced.pid`` (a ``Type=forking`` unit)
   nvidia-utils-550            550.127.05-0ubuntu1   ``nvidia-smi``: records, prints "No devices
                                                     were found", exits 6 (a driver without GPUs)
+  mlnx-ofed-all               24.10-1.1.4.0         ``/usr/sbin/ofed_uninstall.sh`` (records,
+                                                    exits 0) and the ``openibd`` unit
+                                                    (``Type=oneshot``, ``RemainAfterExit=yes``)
+                                                    whose ``/usr/sbin/openibd`` records each
+                                                    start and stop; its postinst only runs
+                                                    ``systemctl daemon-reload`` (not enabled,
+                                                    not started)
+  mlnx-fw-updater             24.10-1.1.4.0         a postinst that records that it ran
+  libibverbs1                 44.0-2+ccctest1       nothing (a document): Debian's RDMA library's
+                                                    name, a conflicting package the mellanox
+                                                    role removes
   ==========================  ====================  ============================================
 
 Layout, under ``${CCC_CACHE_DIR:-~/.cache/ccc-salt}/apt-repo-<hash>/`` (hash of this file, the
