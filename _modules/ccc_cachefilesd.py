@@ -8,6 +8,7 @@ import shutil
 import subprocess
 
 import ccc_cachefilesd
+import ccc_role_settings
 
 __virtualname__ = "ccc_cachefilesd"
 
@@ -31,7 +32,7 @@ def config(settings=None):
         salt-call ccc_cachefilesd.config
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("cachefilesd")
+        settings = ccc_role_settings.read("cachefilesd", __pillar__, __salt__["cp.get_file_str"])
     checked, problems = ccc_cachefilesd.check(settings)
     if problems:
         return {"problems": problems, "conf": None, "default": None, "cache_dir": None}

@@ -1,21 +1,18 @@
 """
 Execution module ``ccc_cluster``: which cluster roles a node runs, and each role's settings.
 
-``salt/cluster/init.sls`` and every role's ``init.sls``/``map.jinja`` read through here, so the
-role rules (``ccc_roles``) and the defaults-then-pillar merge (``ccc_pillar.deep_merge``) have
-one definition.
+``salt/cluster/init.sls`` and every role's ``init.sls``/``map.jinja`` read through here; the rules live in
+``ccc_roles`` and ``ccc_role_settings`` (which the role modules use directly), so the selection and
+the defaults-then-pillar merge have one definition.
 """
 
 import subprocess
 
-import yaml
-
 import ccc_engine
 import ccc_pillar
 import ccc_role_services
-import ccc_roles
+import ccc_role_settings
 import ccc_service_health
-from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_cluster"
 
@@ -26,14 +23,6 @@ def __virtual__():
 
 def _ccc():
     return ccc_pillar.pillar_ccc(__pillar__)
-
-
-def _role(role):
-    """``role`` in our spelling, or the error an admin reads (the roles there are)."""
-    try:
-        return ccc_roles.role_name(role)
-    except ValueError as exc:
-        raise CommandExecutionError(str(exc)) from exc
 
 
 def roles():
@@ -48,11 +37,7 @@ def roles():
         salt-call ccc_cluster.roles
 
     """
-    ccc = _ccc()
-    try:
-        return ccc_roles.select(ccc.get("roles"), ccc.get("only_roles"))
-    except ValueError as exc:
-        raise CommandExecutionError(str(exc)) from exc
+    return ccc_role_settings.selection(__pillar__)
 
 
 def role_enabled(role):
@@ -67,8 +52,7 @@ def role_enabled(role):
 
         salt-call ccc_cluster.role_enabled docker
     """
-    name = _role(role)
-    return name in roles()["apply"]
+    return ccc_role_settings.enabled(role, __pillar__)
 
 
 def role_settings(role, defaults=None):
@@ -85,22 +69,9 @@ def role_settings(role, defaults=None):
 
         salt-call ccc_cluster.role_settings docker
     """
-    name = _role(role)
     if defaults is None:
-        text = __salt__["cp.get_file_str"](f"salt://cluster/{name}/defaults.yaml")
-        if not text:
-            raise CommandExecutionError(f"salt://cluster/{name}/defaults.yaml is not on the file server")
-        defaults = yaml.safe_load(text)
-    defaults = ccc_pillar.plain(defaults)
-    if isinstance(defaults, dict) and set(defaults) == {name}:
-        defaults = defaults[name]
-    key = ccc_roles.settings_key(name)
-    override = _ccc().get(key)
-    if override is None:
-        override = {}
-    if not isinstance(override, dict):
-        raise CommandExecutionError(f"ccc:{key} must be a mapping of settings, got {type(override).__name__}")
-    return ccc_pillar.deep_merge(defaults or {}, override)
+        return ccc_role_settings.read(role, __pillar__, __salt__["cp.get_file_str"])
+    return ccc_role_settings.merge(role, defaults, _ccc())
 
 
 def _unit_state(name):

@@ -14,6 +14,7 @@ import ccc_docker_firewall
 import ccc_docker_networks
 import ccc_engine
 import ccc_pillar
+import ccc_role_settings
 
 __virtualname__ = "ccc_docker_host"
 
@@ -115,7 +116,7 @@ def daemon_config(nvidia=None):
 
         salt-call ccc_docker_host.daemon_config
     """
-    settings = __salt__["ccc_cluster.role_settings"]("docker")
+    settings = ccc_role_settings.read("docker", __pillar__, __salt__["cp.get_file_str"])
     if nvidia is None:
         nvidia = toolkit_enabled(settings)
     try:
@@ -136,7 +137,7 @@ def toolkit_enabled(settings=None):
         salt-call ccc_docker_host.toolkit_enabled
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("docker")
+        settings = ccc_role_settings.read("docker", __pillar__, __salt__["cp.get_file_str"])
     enabled = (settings.get("nvidia_toolkit") or {}).get("enabled", "auto")
     if enabled == "auto":
         return any(uuids for uuids in (_node().get("compute_devices") or {}).values())

@@ -4,6 +4,7 @@ Execution module ``ccc_fail2ban``: the fail2ban role's checked settings and jail
 """
 
 import ccc_fail2ban
+import ccc_role_settings
 
 __virtualname__ = "ccc_fail2ban"
 
@@ -26,7 +27,7 @@ def jail(settings=None):
         salt-call ccc_fail2ban.jail
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("fail2ban")
+        settings = ccc_role_settings.read("fail2ban", __pillar__, __salt__["cp.get_file_str"])
     checked, problems = ccc_fail2ban.check(settings)
     text = None if problems else ccc_fail2ban.jail_text(checked)
     return {"problems": problems, "text": text, "ignore_country": checked.get("ignore_country"),

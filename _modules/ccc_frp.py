@@ -6,6 +6,7 @@ here, by key, so the SLS never sees a secret value.
 
 import ccc_frp_client
 import ccc_pillar
+import ccc_role_settings
 import ccc_secrets
 from salt.exceptions import CommandExecutionError
 
@@ -39,7 +40,7 @@ def client_specs(settings=None):
         salt-call ccc_frp.client_specs
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("frp_client")
+        settings = ccc_role_settings.read("frp_client", __pillar__, __salt__["cp.get_file_str"])
     try:
         return ccc_frp_client.container_specs(settings, __grains__["id"], _present)
     except ValueError as exc:

@@ -10,6 +10,7 @@ import os
 import ccc_hostkey_backup
 import ccc_hostkeys
 import ccc_pillar
+import ccc_role_settings
 import ccc_rules
 from salt.exceptions import CommandExecutionError
 
@@ -91,7 +92,7 @@ def backup_plan(backup_dir=None, keep=None):
 
         salt-call ccc_hostkeys.backup_plan
     """
-    settings = __salt__["ccc_cluster.role_settings"]("sshd_hostkeys")
+    settings = ccc_role_settings.read("sshd_hostkeys", __pillar__, __salt__["cp.get_file_str"])
     backup_dir = backup_dir or settings["backup_dir"]
     keep = keep if keep is not None else settings["keep"]
     source = os.path.join(_cluster()["state_dir"], "host-keys")

@@ -6,6 +6,7 @@ set them (rules in ``_utils/ccc_inotify.py``).
 import os
 
 import ccc_inotify
+import ccc_role_settings
 
 __virtualname__ = "ccc_inotify"
 
@@ -45,7 +46,7 @@ def plan(settings=None):
         salt-call ccc_inotify.plan
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("inotify")
+        settings = ccc_role_settings.read("inotify", __pillar__, __salt__["cp.get_file_str"])
     wanted, problems = ccc_inotify.sysctls(settings)
     verdict = ccc_inotify.container_verdict(_container(), os.access(PROBE, os.W_OK))
     return {"sysctls": wanted, "problems": problems, "config": ccc_inotify.CONFIG_FILE,

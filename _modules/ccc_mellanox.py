@@ -6,6 +6,7 @@ Execution module ``ccc_mellanox``: the mellanox role's checked plan (rules in
 import os
 
 import ccc_mellanox
+import ccc_role_settings
 
 __virtualname__ = "ccc_mellanox"
 
@@ -27,6 +28,6 @@ def plan(settings=None):
         salt-call ccc_mellanox.plan
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("mellanox")
+        settings = ccc_role_settings.read("mellanox", __pillar__, __salt__["cp.get_file_str"])
     installed = os.path.exists(settings.get("ofed_marker") or "/usr/sbin/ofed_uninstall.sh")
     return dict(ccc_mellanox.plan(settings, installed), ofed_installed=installed)

@@ -7,7 +7,7 @@ import ccc_engine
 import ccc_exporter_config
 import ccc_monitoring
 import ccc_pillar
-import ccc_roles
+import ccc_role_settings
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_monitoring"
@@ -21,7 +21,7 @@ def __virtual__():
 
 def _settings(settings):
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("monitoring_agent")
+        settings = ccc_role_settings.read("monitoring_agent", __pillar__, __salt__["cp.get_file_str"])
     return ccc_pillar.plain(settings)
 
 
@@ -40,14 +40,6 @@ def _engine_reachable(docker_url):
         return False
     finally:
         client.close()
-
-
-def _frp_client_on(ccc):
-    """Whether the node's switches run the frp_client role (not just this run's selection)."""
-    try:
-        return ccc_roles.switches(ccc.get("roles"))["frp_client"] is True
-    except ValueError:
-        return False
 
 
 def plan(settings=None):
@@ -72,7 +64,7 @@ def plan(settings=None):
     try:
         gpu_port = ccc_exporter_config.from_pillar(ccc)["port"]
         result.update(ccc_monitoring.plan(settings, ccc_pillar.cluster_settings(ccc)["networks"],
-                                          node["compute_devices"], _frp_client_on(ccc), gpu_port))
+                                          node["compute_devices"], ccc_monitoring.frp_client_on(ccc), gpu_port))
         if result["node_exporter"] == "package":
             result["package_defaults"] = ccc_monitoring.package_defaults_text(settings, result["address"])
         elif result["node_exporter"] == "container":
@@ -98,6 +90,6 @@ def services(settings=None):
     ccc = ccc_pillar.pillar_ccc(__pillar__)
     node = ccc_pillar.node_settings(ccc, __grains__["id"])
     try:
-        return ccc_monitoring.services(_settings(settings), node["name"], node["compute_devices"], _frp_client_on(ccc))
+        return ccc_monitoring.services(_settings(settings), node["name"], node["compute_devices"], ccc_monitoring.frp_client_on(ccc))
     except (KeyError, TypeError) as exc:
         raise CommandExecutionError(f"ccc:monitoring: {exc}") from None

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 
 import ccc_netplan
+import ccc_role_settings
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_netplan"
@@ -39,7 +40,7 @@ def document(settings=None):
         salt-call ccc_netplan.document
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("netplan")
+        settings = ccc_role_settings.read("netplan", __pillar__, __salt__["cp.get_file_str"])
     built, problems = ccc_netplan.build(settings)
     if problems:
         raise CommandExecutionError("ccc:netplan is not valid, nothing changed: " + "; ".join(problems))

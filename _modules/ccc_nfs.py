@@ -11,6 +11,7 @@ import tempfile
 
 import ccc_nfs
 import ccc_pillar
+import ccc_role_settings
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_nfs"
@@ -36,9 +37,9 @@ def mounts(settings=None):
         salt-call ccc_nfs.mounts
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("nfs_storage")
+        settings = ccc_role_settings.read("nfs_storage", __pillar__, __salt__["cp.get_file_str"])
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
-    checked, problems = ccc_nfs.check(settings, cluster, __salt__["ccc_cluster.role_enabled"]("cachefilesd"))
+    checked, problems = ccc_nfs.check(settings, cluster, ccc_role_settings.enabled("cachefilesd", __pillar__))
     return {"problems": problems, "mounts": checked}
 
 

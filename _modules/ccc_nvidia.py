@@ -4,6 +4,7 @@ Execution module ``ccc_nvidia``: the nvidia role's checked plan and the node's d
 """
 
 import ccc_nvidia
+import ccc_role_settings
 
 __virtualname__ = "ccc_nvidia"
 
@@ -28,7 +29,7 @@ def plan(settings=None):
         salt-call ccc_nvidia.plan
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("nvidia")
+        settings = ccc_role_settings.read("nvidia", __pillar__, __salt__["cp.get_file_str"])
     result = {"problems": [], "packages": [], "stale": [], "blacklist": None, "repo": None}
     for key, rule in (("packages", ccc_nvidia.packages), ("repo", ccc_nvidia.repo),
                       ("blacklist", lambda s: ccc_nvidia.blacklist_text(s.get("unattended_upgrades_blacklist")))):

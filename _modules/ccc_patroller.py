@@ -6,6 +6,7 @@ Execution module ``ccc_patroller``: what the patroller role runs on this node (r
 import ccc_frp
 import ccc_patroller
 import ccc_pillar
+import ccc_role_settings
 import ccc_secrets
 from salt.exceptions import CommandExecutionError
 
@@ -28,9 +29,9 @@ def _frp_problems(ccc, result, settings):
     """Where this node's FRP client publishes the role's services: the proxy network must be one
     it watches, and every credential the labels ask for must be in this node's secrets (frpc
     would otherwise get no usable basic auth)."""
-    if not __salt__["ccc_cluster.role_enabled"]("frp_client"):
+    if not ccc_role_settings.enabled("frp_client", __pillar__):
         return []
-    frp = __salt__["ccc_cluster.role_settings"]("frp_client")
+    frp = ccc_role_settings.read("frp_client", __pillar__, __salt__["cp.get_file_str"])
     watched = [entry.get("network") for entry in frp.get("networks") or [] if isinstance(entry, dict)]
     problems = []
     if settings.get("proxy_network") not in watched:
@@ -60,7 +61,7 @@ def plan(settings=None):
         salt-call ccc_patroller.plan
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("patroller")
+        settings = ccc_role_settings.read("patroller", __pillar__, __salt__["cp.get_file_str"])
     ccc = ccc_pillar.pillar_ccc(__pillar__)
     node = ccc_pillar.node_settings(ccc, __grains__["id"])
     try:
@@ -85,5 +86,5 @@ def services(settings=None):
         salt-call ccc_patroller.services
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("patroller")
+        settings = ccc_role_settings.read("patroller", __pillar__, __salt__["cp.get_file_str"])
     return ccc_patroller.services(settings, __grains__["id"])

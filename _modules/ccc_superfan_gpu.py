@@ -3,6 +3,7 @@ Execution module ``ccc_superfan_gpu``: the superfan_gpu role's own settings chec
 ``init.sls`` asks before it uses them; the fan controller's keys are ``ccc_fans.config``'s).
 """
 
+import ccc_role_settings
 import ccc_superfan_gpu
 
 __virtualname__ = "ccc_superfan_gpu"
@@ -24,5 +25,5 @@ def problems(settings=None):
         salt-call ccc_superfan_gpu.problems
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("superfan_gpu")
+        settings = ccc_role_settings.read("superfan_gpu", __pillar__, __salt__["cp.get_file_str"])
     return ccc_superfan_gpu.problems(settings)

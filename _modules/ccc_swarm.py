@@ -15,6 +15,7 @@ from salt.exceptions import CommandExecutionError
 
 import ccc_engine
 import ccc_pillar
+import ccc_role_settings
 import ccc_secrets
 import ccc_swarm
 import ccc_swarm_engine
@@ -29,7 +30,7 @@ def __virtual__():
 
 
 def _settings(settings):
-    settings = __salt__["ccc_cluster.role_settings"]("swarm") if settings is None else ccc_pillar.plain(settings)
+    settings = ccc_role_settings.read("swarm", __pillar__, __salt__["cp.get_file_str"]) if settings is None else ccc_pillar.plain(settings)
     errors = ccc_swarm.settings_errors(settings)
     if errors:
         raise CommandExecutionError("; ".join(errors))
@@ -178,7 +179,7 @@ def leave(settings=None, test=False):
 
         salt-call ccc_swarm.leave test=True
     """
-    settings = __salt__["ccc_cluster.role_settings"]("swarm") if settings is None else ccc_pillar.plain(settings)
+    settings = ccc_role_settings.read("swarm", __pillar__, __salt__["cp.get_file_str"]) if settings is None else ccc_pillar.plain(settings)
     with _client() as client:
         swarm = ccc_swarm_engine.swarm_info(client)
         if swarm.get("LocalNodeState") == "inactive":

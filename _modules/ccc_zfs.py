@@ -12,6 +12,7 @@ import shutil
 import subprocess
 
 import ccc_pillar
+import ccc_role_settings
 import ccc_zfs
 from salt.exceptions import CommandExecutionError
 
@@ -49,7 +50,7 @@ def plan(settings=None):
         salt-call ccc_zfs.plan
     """
     if settings is None:
-        settings = __salt__["ccc_cluster.role_settings"]("zfs")
+        settings = ccc_role_settings.read("zfs", __pillar__, __salt__["cp.get_file_str"])
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
     local = (cluster.get("mount_points") or {}).get("local") or {}
     return ccc_zfs.plan(settings, local)

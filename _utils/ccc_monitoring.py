@@ -18,6 +18,7 @@ import re
 import shlex
 
 import ccc_frp
+import ccc_roles
 
 ROLE = "monitoring_agent"
 LOOPBACK = "127.0.0.1"
@@ -86,6 +87,16 @@ def _port(value, what):
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise ValueError(f"ccc:monitoring:{what} must be a port number 1..65535, got {value!r}")
     return value
+
+
+def frp_client_on(ccc):
+    """Whether the node's switches (``ccc:roles``) run the frp_client role: the ``auto`` forwarder
+    follows the node's setup, not one run's ``only_roles`` selection (a run limited to
+    monitoring_agent must not remove the forwarder)."""
+    try:
+        return ccc_roles.switches(ccc.get("roles"))["frp_client"] is True
+    except ValueError:
+        return False
 
 
 def switches(settings, compute_devices, frp_client_on):

@@ -14,7 +14,6 @@ import ccc_frp_client
 import ccc_monitoring
 import ccc_patroller
 import ccc_pillar
-import ccc_roles
 import ccc_rules
 import ccc_superfan_gpu
 import ccc_swarm
@@ -58,12 +57,8 @@ def _mellanox(settings, node_id, ccc):
 
 def _monitoring_agent(settings, node_id, ccc):
     """Its ``auto`` switches follow the node's GPUs and whether frp_client runs there."""
-    try:
-        frp_client_on = "frp_client" in ccc_roles.select(ccc.get("roles"), ccc.get("only_roles"))["apply"]
-    except ValueError:
-        frp_client_on = False
     devices = ccc_pillar.node_settings(ccc, node_id)["compute_devices"]
-    return ccc_monitoring.services(settings, node_id, devices, frp_client_on)
+    return ccc_monitoring.services(settings, node_id, devices, ccc_monitoring.frp_client_on(ccc))
 
 
 def _own(module):
