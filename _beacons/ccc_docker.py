@@ -6,10 +6,14 @@ After dockerd crashed or was killed and started again, the compute containers ma
 makes again). The beacon lets the master reconcile the node within seconds instead of at the next
 scheduled reconcile. It fires ``salt/beacon/<minion id>/ccc_docker/restarted`` with data
 ``{"engine": "restarted", "away_s": <seconds the engine was seen not answering, 0 when the
-restart was faster than the poll>, "id": <minion id>}``; no user data.
+restart was faster than the poll>, "id": <minion id>}``; no user data. It also fires
+``salt/beacon/<minion id>/ccc_docker/died/<STACK>`` (data ``{"stack": <STACK>}``) when a compute
+container crashes (``die`` with an exit code other than a stop's, or ``oom``): the master's
+reactor redeploys that stack like a settings edit, which changes nothing but writes the problem
+and the log's last lines into the user's ``.deploy`` report (``ccc_problems``).
 
 How it watches: it keeps one ``GET /events`` request open on the engine's API socket, filtered
-to ``type=daemon`` events (config reloads only, so the stream is silent). dockerd closes that
+to ``die``/``oom`` events of ccc-salt's containers (``EVENTS_FILTER``: silent while they run). dockerd closes that
 connection when it stops, and the kernel closes it when dockerd is killed, so every restart is
 seen, however fast, without asking the engine anything while it runs. An idle poll is one
 non-blocking ``recv`` (no data: the same engine is still there). When the stream ends or cannot
@@ -20,6 +24,8 @@ beacons in its main loop, and a starting dockerd accepts connections before it a
 * ``min_interval`` (s, default 30): at most one event per this many seconds, so a dockerd that
   crash-loops (or a flapping socket) cannot make the node reconcile continuously. A restart seen
   within it is not dropped: it fires once the interval has passed.
+* ``died_interval`` (s, default 30): at most one crash event per stack per this many seconds
+  (Docker restarts a crashing container within seconds at first); a later crash is not dropped.
 * ``answer_timeout`` (s, default 30): a connection the engine accepted but has not answered
   after this long is dropped and tried again (and counts as the engine not answering).
 * The first stream after the beacon starts fires nothing (a starting minion reconciles anyway),
@@ -55,7 +61,9 @@ and miss a restart then. The watching logic is the plain-Python class ``EngineWa
 
 import errno
 import importlib
+import json
 import logging
+import re
 import select
 import socket
 import time
@@ -69,17 +77,25 @@ log = logging.getLogger(__name__)
 
 __virtualname__ = "ccc_docker"
 
-DEFAULTS = {"min_interval": 30.0, "answer_timeout": 30.0}
+DEFAULTS = {"min_interval": 30.0, "answer_timeout": 30.0, "died_interval": 30.0}
 CONTEXT_KEY = "ccc_docker.watcher"
 REGISTRY_MODULE = "_ccc_salt_docker_beacon_registry"
 SETTINGS = "ccc_containers.settings"
 SETTINGS_RECHECK = 30.0  # s between two looks at ccc:node:docker_url (a pillar refresh rebuilds the beacon anyway)
+# Compute containers that die (ccc-salt's label) or are killed for memory: the stream is silent
+# while they run, and a crash shows the user why (``died``).
+EVENTS_FILTER = '{"type":["container"],"event":["die","oom"],"label":["ccc.managed-by=ccc-salt"]}'
 EVENTS_REQUEST = (
-    "GET /events?filters=" + urllib.parse.quote('{"type":["daemon"]}', safe="") + " HTTP/1.1\r\n"
+    "GET /events?filters=" + urllib.parse.quote(EVENTS_FILTER, safe="") + " HTTP/1.1\r\n"
     "Host: docker\r\nUser-Agent: ccc-salt-beacon\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
 ).encode()
 MAX_HEAD = 16384
 REFUSED_RETRY = 60.0  # s: an engine that answers the stream with an error is asked again this often
+MAX_EVENT_BYTES = 65536  # an event line longer than this is dropped (events are a few hundred bytes)
+# A stack name as a tag part (the runner checks it again with the deployment's rules).
+STACK_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+# Stopped from outside (docker stop, dockerd stopping or gone: ccc_problems.STOP_EXIT_CODES): not a crash.
+STOP_EXIT_CODES = ("0", "137", "143", "255")
 
 
 def __virtual__():
@@ -117,6 +133,8 @@ class EventStream:
         self.status = "waiting"
         self.head = b""
         self.sent = False
+        self.pending = b""  # an event line not complete yet
+        self.died = []      # stacks whose container crashed, seen since the last ``take_died``
         code = self.sock.connect_ex(address)
         if code not in (0, errno.EINPROGRESS):
             self.sock.close()
@@ -162,16 +180,57 @@ class EventStream:
         elif data and self.status == "waiting":
             self.head += data
             if b"\r\n\r\n" in self.head:
-                status_line = self.head.split(b"\r\n", 1)[0].split()
+                head, _, rest = self.head.partition(b"\r\n\r\n")
+                status_line = head.split(b"\r\n", 1)[0].split()
                 self.status = "open" if status_line[1:2] == [b"200"] else "refused"
                 self.head = b""
+                if self.status == "open":
+                    self._events(rest)
             elif len(self.head) > MAX_HEAD:
                 self.status = "refused"
+        elif data:
+            self._events(data)
         return self.status
+
+    def _events(self, data):
+        """Container events of the (chunked) stream: each event is one JSON line, so the chunk
+        framing (hex sizes, CRLFs) is skipped as lines that are not JSON objects."""
+        lines = (self.pending + data).split(b"\n")
+        self.pending = lines.pop()
+        if len(self.pending) > MAX_EVENT_BYTES:
+            self.pending = b""
+        for line in lines:
+            line = line.strip()
+            if line.startswith(b"{"):
+                stack = died_stack(line)
+                if stack and stack not in self.died:
+                    self.died.append(stack)
+
+    def take_died(self):
+        """The stacks seen crashing since the last call."""
+        died, self.died = self.died, []
+        return died
 
     def close(self):
         self.status = "closed"
         self.sock.close()
+
+
+def died_stack(line):
+    """The STACK_NAME of a ``die`` event with an exit code other than a stop's, or an ``oom``
+    event, of a ccc-salt container; None for anything else."""
+    try:
+        event = json.loads(line)
+        attributes = (event.get("Actor") or {}).get("Attributes") or {}
+        action = event.get("Action") or event.get("status")
+    except (ValueError, AttributeError):
+        return None
+    stack = attributes.get("ccc.stack")
+    if not isinstance(stack, str) or not STACK_PATTERN.fullmatch(stack):
+        return None
+    if action == "oom" or (action == "die" and str(attributes.get("exitCode")) not in STOP_EXIT_CODES):
+        return stack
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,9 +247,12 @@ class EngineWatcher:
     """
 
     def __init__(self, url, min_interval=DEFAULTS["min_interval"], answer_timeout=DEFAULTS["answer_timeout"],
-                 clock=time.monotonic, opener=None):
+                 clock=time.monotonic, opener=None, died_interval=DEFAULTS["died_interval"]):
         self.url = url
         self.min_interval = min_interval
+        self.died_interval = died_interval
+        self.died_due = set()   # stacks seen crashing, not reported yet
+        self.died_fired = {}    # stack -> when its crash was last reported
         self.answer_timeout = answer_timeout
         self.clock = clock
         if opener is None:
@@ -214,8 +276,15 @@ class EngineWatcher:
                 log.warning("ccc_docker: the Docker engine at %s went away", self.url)
         self.answering = False
 
+    def _collect(self):
+        """Take the crashes the stream saw (a stand-in stream in tests may not report any)."""
+        take = getattr(self.stream, "take_died", None)
+        if take is not None:
+            self.died_due.update(take())
+
     def _drop(self):
         if self.stream is not None:
+            self._collect()
             self.stream.close()
             self.stream = None
 
@@ -272,6 +341,26 @@ class EngineWatcher:
         self.due, self.last_fired = None, now
         return [event]
 
+    def crashes(self):
+        """
+        The stacks whose container crashed (``die`` with an error, ``oom``) to report now: each
+        at most once per ``died_interval`` s (a crash-looping container dies every few seconds);
+        a crash seen within it is reported when it has passed. Call after ``poll``.
+        """
+        if self._closed:
+            return []
+        self._collect()
+        now = self.clock()
+        due = sorted(stack for stack in self.died_due
+                     if now - self.died_fired.get(stack, float("-inf")) >= self.died_interval)
+        for stack in due:
+            self.died_due.discard(stack)
+            self.died_fired[stack] = now
+        for stack in [s for s, when in self.died_fired.items() if now - when >= self.died_interval]:
+            if stack not in self.died_due:
+                del self.died_fired[stack]  # bounded by the containers crashing lately
+        return due
+
     def inherit(self, old):
         """
         Take over an older watcher's stream and what it knew (a rebuilt beacon loader), so a
@@ -279,6 +368,7 @@ class EngineWatcher:
         watcher of another endpoint only keeps the rate limit.
         """
         self.last_fired = old.last_fired
+        self.died_due, self.died_fired = set(old.died_due), dict(old.died_fired)
         if old.url == self.url:
             self.stream, old.stream = old.stream, None
             for key in ("opened", "answering", "away_since", "due", "retry_at"):
@@ -346,6 +436,7 @@ def _watcher(conf):
         return None
     if watcher is not None and not watcher.closed and watcher.url == url:
         watcher.min_interval, watcher.answer_timeout = tunables["min_interval"], tunables["answer_timeout"]
+        watcher.died_interval = tunables["died_interval"]
         return watcher
     name = conf.get("_beacon_name") or __virtualname__
     try:
@@ -367,7 +458,8 @@ def _watcher(conf):
 def beacon(config):
     """
     Fire ``{"tag": "restarted", "engine": "restarted", "away_s": ...}`` when this node's Docker
-    engine restarted (at most once per ``min_interval``).
+    engine restarted (at most once per ``min_interval``), and ``{"tag": "died/<STACK>", "stack":
+    ...}`` when a compute container crashed (at most once per ``died_interval`` per stack).
 
     CLI Example:
 
@@ -378,7 +470,8 @@ def beacon(config):
     watcher = _watcher(beacon_config.merge(config))
     if watcher is None:
         return []
-    return [{"tag": "restarted", **event} for event in watcher.poll()]
+    events = [{"tag": "restarted", **event} for event in watcher.poll()]
+    return events + [{"tag": f"died/{stack}", "stack": stack} for stack in watcher.crashes()]
 
 
 def close(config):

@@ -15,7 +15,6 @@ Return shapes, one per kind of function:
   changed (or would), and raise ``CommandExecutionError`` when they cannot act at all.
 """
 
-import contextlib
 import logging
 
 from salt.exceptions import CommandExecutionError
@@ -29,6 +28,8 @@ import ccc_pillar
 import ccc_plan
 import ccc_private_mounts
 import ccc_rules
+import ccc_secrets
+import ccc_stack_overview
 import ccc_swarm
 import ccc_swarm_engine
 
@@ -57,18 +58,6 @@ def _clients(node):
     if key not in __context__:
         __context__[key] = ccc_engine.Clients(node)
     return __context__[key]
-
-
-@contextlib.contextmanager
-def _engine(node):
-    """A Docker engine that does not answer, or refuses, becomes one clean error."""
-    try:
-        yield
-    except Exception as exc:
-        problem = ccc_engine.engine_problem(exc, node["docker_url"])
-        if problem is None:
-            raise
-        raise CommandExecutionError(problem) from exc
 
 
 def _split(names):
@@ -189,9 +178,28 @@ def managed():
         salt-call ccc_docker.managed
     """
     node = _node(_ccc())
-    with _engine(node):
+    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
         found = ccc_node_record.managed_containers(_clients(node)())
     return {stack: summary.get("State") for stack, summary in found.items()}
+
+
+def overview():
+    """
+    The compute containers ccc-salt manages on this node for ``salt-run ccc.status``: state,
+    image, GPUs, uptime, the last deploy result and problem told to the user, and the problem now
+    (``ccc_stack_overview``). Reads only; masks the node's secrets in what it shows.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker.overview
+    """
+    ccc = _ccc()
+    node = _node(ccc)
+    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
+        return ccc_stack_overview.gather(_clients(node)(), ccc, __grains__["id"],
+                                         ccc_secrets.values({"ccc": ccc}))
 
 
 def remove(name, test=False):
@@ -207,7 +215,7 @@ def remove(name, test=False):
     """
     node = _node(_ccc())
     client = _clients(node)()
-    with _engine(node):
+    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
         attrs = ccc_engine.inspect(client, name)
         if attrs is not None and not ccc_node_record.is_managed(client, attrs):
             return {"result": False, "changes": {},
@@ -241,7 +249,7 @@ def remove_orphans(test=False):
     node = _node(ccc)
     known = {entry.get("STACK_NAME") for entry in ccc.get("containers") or [] if isinstance(entry, dict)}
     max_share = (ccc_pillar.cluster_settings(ccc).get("orphans") or {}).get("max_share")
-    with _engine(node):
+    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
         removed = ccc_orphans.remove(_clients(node)(), known, test=test, max_share=max_share,
                                      force=ccc_rules.truthy(__pillar__.get("ccc_force_orphans")),
                                      pillar_errors=__pillar__.get("_errors"))
@@ -265,7 +273,7 @@ def private_mounts(test=False):
     node = _node(ccc)
     cluster = ccc_pillar.cluster_settings(ccc)
     client = _clients(node)()
-    with _engine(node):
+    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
         running = [stack for stack, summary in ccc_node_record.managed_containers(client).items()
                    if summary.get("State") == "running"]
         return ccc_private_mounts.reconcile(client, cluster, node["binds_dir"], ccc_mounts.wanted_private_mounts(ccc, running),

@@ -5,8 +5,6 @@ Reads pillar and grains, calls ``_utils/ccc_docker_*``, returns data or raises
 ``CommandExecutionError``.
 """
 
-import contextlib
-
 from salt.exceptions import CommandExecutionError
 
 import ccc_docker_daemon
@@ -31,18 +29,6 @@ def _ccc():
 
 def _node():
     return ccc_pillar.node_settings(_ccc(), __grains__["id"])
-
-
-@contextlib.contextmanager
-def _engine(url):
-    """A Docker engine that does not answer, or refuses, becomes one clean error."""
-    try:
-        yield
-    except Exception as exc:
-        problem = ccc_engine.engine_problem(exc, url)
-        if problem is None:
-            raise
-        raise CommandExecutionError(problem) from exc
 
 
 def _client():
@@ -84,7 +70,7 @@ def network_present(name, test=False):
     if name not in wanted:
         raise CommandExecutionError(f"network {name} is neither in ccc:cluster:networks nor joined by containers")
     node = _node()
-    with _engine(node["docker_url"]):
+    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
         return ccc_docker_networks.ensure(_client(), name, wanted[name], test=test)
 
 

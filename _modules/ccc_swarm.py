@@ -9,8 +9,6 @@ reads itself when none are passed). Join tokens are read here from
 ``ccc:secrets:swarm:{manager_token,worker_token}`` and never returned or logged.
 """
 
-import contextlib
-
 from salt.exceptions import CommandExecutionError
 
 import ccc_engine
@@ -41,22 +39,6 @@ def _node():
     return ccc_pillar.node_settings(ccc_pillar.pillar_ccc(__pillar__), __grains__["id"])
 
 
-@contextlib.contextmanager
-def _client():
-    """A Docker client for this node's engine; an engine that does not answer is one clean error."""
-    node = _node()
-    client = ccc_engine.client(node)
-    try:
-        yield client
-    except Exception as exc:
-        problem = ccc_engine.engine_problem(exc, node["docker_url"])
-        if problem is None:
-            raise
-        raise CommandExecutionError(problem) from exc
-    finally:
-        client.close()
-
-
 def status(settings=None):
     """
     This node's swarm state and what the role would do about it: ``{"state", "manager",
@@ -69,7 +51,7 @@ def status(settings=None):
         salt-call ccc_swarm.status
     """
     settings = _settings(settings)
-    with _client() as client:
+    with ccc_engine.session(_node(), CommandExecutionError) as client:
         swarm = ccc_swarm_engine.swarm_info(client)
     decision = ccc_swarm.membership(settings, __grains__["id"], swarm)
     return {"state": swarm.get("LocalNodeState"), "manager": bool(swarm.get("ControlAvailable")),
@@ -90,7 +72,7 @@ def member(settings=None, test=False):
         salt-call ccc_swarm.member test=True
     """
     settings = _settings(settings)
-    with _client() as client:
+    with ccc_engine.session(_node(), CommandExecutionError) as client:
         decision = ccc_swarm.membership(settings, __grains__["id"], ccc_swarm_engine.swarm_info(client))
         if decision["action"] == "fail":
             raise CommandExecutionError(decision["comment"])
@@ -134,7 +116,7 @@ def overlays(settings=None, test=False):
         return done
     wanted = ccc_swarm.wanted_stacks(ccc_pillar.pillar_ccc(__pillar__), settings)
     state_dir = _node()["state_dir"]
-    with _client() as client:
+    with ccc_engine.session(_node(), CommandExecutionError) as client:
         if ccc_swarm_engine.swarm_info(client).get("LocalNodeState") != "active":
             if test:
                 done["created"] = [ccc_swarm.overlay_name(stack) for stack in wanted]
@@ -163,7 +145,7 @@ def overlay_present(stack, settings=None):
         raise CommandExecutionError(f"only the swarm leader ({settings['leader']}) creates overlays")
     if stack not in ccc_swarm.wanted_stacks(ccc_pillar.pillar_ccc(__pillar__), settings):
         raise CommandExecutionError(f"{stack!r} is no active stack of the pillar that may run on a swarm node")
-    with _client() as client:
+    with ccc_engine.session(_node(), CommandExecutionError) as client:
         return ccc_swarm_engine.ensure_overlay(client, stack, _node()["state_dir"])
 
 
@@ -180,7 +162,7 @@ def leave(settings=None, test=False):
         salt-call ccc_swarm.leave test=True
     """
     settings = ccc_role_settings.read("swarm", __pillar__, __salt__["cp.get_file_str"]) if settings is None else ccc_pillar.plain(settings)
-    with _client() as client:
+    with ccc_engine.session(_node(), CommandExecutionError) as client:
         swarm = ccc_swarm_engine.swarm_info(client)
         if swarm.get("LocalNodeState") == "inactive":
             return {"left": False, "overlays": {}, "comment": "this node is in no swarm"}

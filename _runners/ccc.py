@@ -17,11 +17,13 @@ import os
 import re
 import time
 
+import ccc_active_users
 import ccc_pillar
 import ccc_pillar_watch
 import ccc_redeploy
 import ccc_rules
 import ccc_service_health
+import ccc_stack_overview
 import ccc_swarm
 import salt.client
 import salt.key
@@ -267,12 +269,12 @@ def redeploy_status():
         return dict(record, limits=_limits(__opts__))
 
 
-def _ask(tgt, tgt_type, timeout):
-    """Publish ``ccc_cluster.services`` and gather the returns until every targeted minion has
+def _ask(tgt, tgt_type, timeout, fun="ccc_cluster.services"):
+    """Publish ``fun`` and gather the returns until every targeted minion has
     answered or ``timeout`` s have passed: ``(returns, expected minions)``."""
     client = salt.client.get_local_client(__opts__["conf_file"])
     try:
-        pub = client.run_job(tgt, "ccc_cluster.services", tgt_type=tgt_type, timeout=timeout, listen=True)
+        pub = client.run_job(tgt, fun, tgt_type=tgt_type, timeout=timeout, listen=True)
         if not pub or not pub.get("jid"):
             return {}, list((pub or {}).get("minions") or ())
         expected, returns = set(pub.get("minions") or ()), {}
@@ -294,7 +296,9 @@ def status(tgt="*", tgt_type="glob", timeout=30):
     Which services of their cluster roles the nodes run and which are unhealthy: asks the
     targeted minions (``ccc_cluster.services``), waiting at most ``timeout`` s. ``health`` lists
     the problems first (service, reason; nodes that could not tell or did not answer), then the
-    healthy nodes; ``nodes`` has every service's state. Exits non-zero when anything is not ok.
+    healthy nodes; ``nodes`` has every service's state. Then the compute containers
+    (``ccc_docker.overview``, ``ccc_stack_overview``): ``containers`` one line per node and
+    stack, problems first; ``stacks`` the same as data. Exits non-zero when anything is not ok.
 
     CLI Example:
 
@@ -303,8 +307,12 @@ def status(tgt="*", tgt_type="glob", timeout=30):
         salt-run ccc.status
         salt-run ccc.status 'gpu*' timeout=10
     """
+    started = time.monotonic()
     returns, expected = _ask(tgt, tgt_type, float(timeout))
     result = ccc_service_health.report(*ccc_service_health.sort_returns(returns, expected))
+    left = max(1.0, float(timeout) - (time.monotonic() - started))
+    returns, expected = _ask(tgt, tgt_type, left, "ccc_docker.overview")
+    result = ccc_stack_overview.merge(result, *ccc_service_health.sort_returns(returns, expected))
     __context__["retcode"] = result["retcode"]
     return result
 
@@ -328,3 +336,28 @@ def swarm_overlay(stack):
         return ccc_swarm.leader_answer(leader, returns)
 
     return ccc_swarm.overlay_needed(stack, ccc_swarm.leader_of(master.cccs()), on_leader, redeploy)
+
+
+def active_users(tgt="*", tgt_type="glob", timeout=30):
+    """
+    Who has live SSH sessions in which container: asks the targeted nodes
+    (``ccc_usage.active_sessions``, read from the hosts' connection tables) and lists user,
+    stack, node and sessions (``ccc_active_users``); ``nodes`` says which nodes could not tell.
+    Exits non-zero when a node could not.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.active_users
+        salt-run ccc.active_users 'gpu*' --out=json
+    """
+    client = salt.client.get_local_client(__opts__["conf_file"])
+    try:
+        returns = client.cmd(tgt, "ccc_usage.active_sessions", tgt_type=tgt_type, timeout=float(timeout),
+                             full_return=True)
+    finally:
+        client.destroy()
+    result = ccc_active_users.report(returns)
+    __context__["retcode"] = result["retcode"]
+    return result

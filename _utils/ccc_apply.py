@@ -24,6 +24,7 @@ import ccc_moves
 import ccc_node_record
 import ccc_pillar
 import ccc_pins
+import ccc_problems
 import ccc_resolver
 import ccc_rules
 import ccc_safefs
@@ -45,14 +46,17 @@ def _join(comment, notes):
     return comment if not notes else comment + "; " + "; ".join(notes)
 
 
-def apply(client, cluster, node, resolution, test=False):
+def apply(client, cluster, node, resolution, test=False, secrets=()):
     """
     Make Docker match one resolution; ``node``: the node settings (``binds_dir``, where the pin
     sets live). An interrupted recreate of the stack is settled first (``ccc_swap.settle``).
+    ``secrets``: the node's secret values (``ccc_secrets.values``), masked in the log lines a
+    container's problem shows the user.
     """
     try:
         attrs, settled = ccc_swap.settle(client, resolution["stack"], resolution["action"] != "remove", test)
-        return ccc_swap.with_settled(_apply(client, cluster, node, resolution, attrs, test), settled, test)
+        outcome = _apply(client, cluster, node, resolution, attrs, test, secrets)
+        return ccc_swap.with_settled(outcome, settled, test)
     except ccc_engine.ENGINE_ERRORS as exc:
         message = f"{ccc_engine.ENGINE_DOWN} (the admins were told)"
         if not test and resolution["node"] in (resolution.get("placement") or []):
@@ -65,7 +69,7 @@ def apply(client, cluster, node, resolution, test=False):
         return _failure(f"{resolution['stack']}: {message}: {exc}")
 
 
-def _apply(client, cluster, node, resolution, attrs, test):
+def _apply(client, cluster, node, resolution, attrs, test, secrets=()):
     """``attrs``: the container named ``<stack>`` once an interrupted recreate is settled."""
     stack = resolution["stack"]
     if attrs is not None and not ccc_node_record.is_managed(client, attrs):
@@ -76,7 +80,7 @@ def _apply(client, cluster, node, resolution, attrs, test):
         return _failure("; ".join((resolution["admin_errors"] or [resolution["reason"]]) + list(resolution["notes"])))
     if resolution["action"] == "remove":
         return _remove(client, cluster, node, resolution, attrs, test)
-    return _run(client, cluster, node, resolution, attrs, test)
+    return _run(client, cluster, node, resolution, attrs, test, secrets)
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,7 +130,7 @@ def _prepare(cluster, node, resolution, test):
     return pinned, set_id, created
 
 
-def _run(client, cluster, node, resolution, attrs, test):
+def _run(client, cluster, node, resolution, attrs, test, secrets=()):
     """Create or recreate (only when the spec hash changed), start, reattach networks."""
     stack, owner = resolution["stack"], ccc_pillar.file_owner(cluster)
     if resolution.get("storage_missing"):
@@ -151,7 +155,7 @@ def _run(client, cluster, node, resolution, attrs, test):
     changes = {"directories": created_dirs} if created_dirs else {}
     ccc_feedback.store_settings(resolution, owner, changes)
     try:
-        outcome = ccc_swap.run(client, spec, attrs, changes)
+        outcome = ccc_swap.run(client, spec, attrs, changes, retry_since=_settings_since(resolution))
     except ccc_engine.docker.errors.APIError as exc:
         message = f"Docker refused the container, nothing was changed: {exc.explanation or exc}"
         resolution = dict(resolution, user_messages=resolution["user_messages"] + [message])
@@ -164,8 +168,11 @@ def _run(client, cluster, node, resolution, attrs, test):
     overlay = ccc_swarm_engine.join_overlay(client, resolution, node["state_dir"], changes)
     told = resolution if not overlay["user"] else dict(  # a message: a no-op run still rewrites the report
         resolution, user_messages=resolution["user_messages"] + [overlay["user"]])
-    ccc_feedback.write_report(told, outcome, owner, changed=bool(changes))
+    problem = _problem(client, resolution, secrets)
+    ccc_feedback.write_report(dict(told, problem=problem), outcome, owner, changed=bool(changes))
     notes = list(resolution["notes"]) + ([overlay["admin"]] if overlay["admin"] else [])
+    if problem and problem.get("summary"):
+        notes.append("container problem: " + problem["summary"])
     if resolution["settings_status"] == "rejected":
         notes.append("user settings rejected: " + "; ".join(resolution["user_messages"][1:]))
     result = {"result": not overlay["failed"], "changes": changes,
@@ -176,6 +183,13 @@ def _run(client, cluster, node, resolution, attrs, test):
     if kept:
         result["announce"] = kept  # nodes keeping an old copy: they remove it when told
     return result
+
+
+def _problem(client, resolution, secrets):
+    """The container's problem after the apply (``ccc_problems.observe``), None when all is well."""
+    attrs = ccc_engine.inspect(client, resolution["stack"])
+    folder = (resolution.get("paths") or {}).get("settings_folder")
+    return ccc_problems.observe(client, attrs, folder, resolution["stack"], secrets) if attrs else None
 
 
 def _storage_missing(resolution, owner, test):

@@ -9,6 +9,7 @@ Everything takes a ``docker.DockerClient`` and plain data, so tests drive it aga
 reports its absence (``docker is None``).
 """
 
+import contextlib
 import threading
 
 import ccc_node_record
@@ -227,3 +228,29 @@ def engine_problem(exc, url):
     if docker is not None and isinstance(exc, docker.errors.APIError):
         return f"the Docker engine refused: {exc.explanation or exc}"
     return None
+
+
+@contextlib.contextmanager
+def answering(url, error):
+    """Run the block against the engine at ``url``: an engine that does not answer or refuses
+    (``engine_problem``) becomes one ``error(line)``, the caller's exception (an execution
+    module passes Salt's ``CommandExecutionError``); any other exception passes through."""
+    try:
+        yield
+    except Exception as exc:
+        problem = engine_problem(exc, url)
+        if problem is None:
+            raise
+        raise error(problem) from exc
+
+
+@contextlib.contextmanager
+def session(node, error):
+    """A client of ``node``'s engine (``client``) for the block, closed after it, with the
+    engine's problems raised as ``answering`` does."""
+    made = client(node)
+    try:
+        with answering(node["docker_url"], error):
+            yield made
+    finally:
+        made.close()

@@ -1,18 +1,21 @@
 """
 What a deploy leaves for the user and for the next run: the ``<STACK_NAME>.deploy`` report the
 resolver composed (``ccc_report``), the commented default settings file for a user who has none,
-and the last accepted settings (the shared state dir's ``last-good`` copy).
+and the last accepted settings (the shared state dir's ``last-good`` copy), and the admins'
+copy of the last result and problem (``last-deploy``, read by ``salt-run ccc.status``).
 
 The one place they are written. User folders are reached only through ``ccc_userdirs``
 (descriptors, no link followed); the last-good copy is root's and replaced atomically.
 """
 
 import datetime
+import json
 import logging
 import os
 
 import ccc_last_good
 import ccc_report
+import ccc_safefs
 import ccc_userdirs
 
 log = logging.getLogger(__name__)
@@ -39,14 +42,55 @@ def write_report(resolution, outcome, owner, changed=True):
 
     def unchanged(existing):
         existing = existing.split("\n", 1)[-1]
-        return not changed and (existing == body or _messages_part(existing) == _messages_part(body))
+        if changed or ccc_report.problem_part(existing) != ccc_report.problem_part(body):
+            return False  # a container's problem (and its latest log lines) is always told
+        return existing == body or _messages_part(existing) == _messages_part(body)
 
+    record_deploy(resolution, outcome, when)
     try:
         return ccc_userdirs.write_report(paths["settings_folder"], os.path.basename(paths["feedback_file"]), text,
                                          owner, unchanged)
     except OSError as exc:
         log.warning("cannot write %s: %s", paths["feedback_file"], exc)
         return False
+
+
+def deploy_record_path(state_dir, stack, node):
+    """The admins' copy of a stack's last deploy result on ``node``, in the shared state dir
+    (root's: ``salt-run ccc.status`` never trusts the user's ``.deploy`` file)."""
+    return os.path.join(state_dir, "last-deploy", stack, f"{node}.json")
+
+
+def read_deploy_record(state_dir, stack, node):
+    """``{"when", "result", "problem"}`` last recorded for ``stack`` on ``node``, or None."""
+    try:
+        text = ccc_safefs.read_text(deploy_record_path(state_dir, stack, node))
+        record = json.loads(text) if text else None
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def record_deploy(resolution, outcome, when):
+    """
+    Keep the admins' copy of what this node last told the user (``deploy_record_path``), written
+    only when the result or the problem changed, so a no-op reconcile keeps when it happened.
+    Best effort: the shared state dir may be away.
+    """
+    paths, node = resolution.get("paths") or {}, resolution.get("node")
+    if not paths.get("last_good_file") or not node:
+        return
+    state_dir = os.path.dirname(os.path.dirname(paths["last_good_file"]))  # <state_dir>/last-good/<STACK>.json
+    problem = (resolution.get("problem") or {}).get("summary")
+    path = deploy_record_path(state_dir, resolution["stack"], node)
+    old = read_deploy_record(state_dir, resolution["stack"], node) or {}
+    if old.get("result") == outcome and old.get("problem") == problem:
+        return
+    data = json.dumps({"when": when, "result": outcome, "problem": problem}, sort_keys=True).encode()
+    try:
+        ccc_safefs.replace_file(path, data, 0o600, root=state_dir)
+    except OSError as exc:
+        log.warning("cannot record the deploy of %s: %s", resolution["stack"], exc)
 
 
 def store_settings(resolution, owner, changes):

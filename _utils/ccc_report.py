@@ -121,8 +121,41 @@ def feedback_report(resolution, outcome, when):
             f"packages: {ccc_quote.clip_text(spec['environment']['INSTALL_PACKAGES'] or 'none')}",
             f"ports: {', '.join(str(p) for p in spec['exposed_ports']) or 'none'}",
         ])
+    lines.extend(problem_lines(resolution.get("problem")))
     body = _bounded_body(lines, resolution.get("user_messages") or [], MAX_REPORT_BYTES - _REPORT_HEADER_BYTES)
     return f"# ccc-salt deploy report, written {when}\n{body}", body
+
+
+PROBLEM_LABEL = "problem: "
+
+
+def problem_lines(problem):
+    """
+    The report lines of a container's problem (``ccc_problems.observe``): what is wrong, what
+    the user can do, the last lines of its log (already bounded and masked; each ``  | ``).
+    """
+    if not problem:
+        return []
+    lines = []
+    if problem.get("summary"):
+        lines.append(PROBLEM_LABEL + ccc_quote.clip_text(problem["summary"], MAX_LINE_CHARS))
+        lines.append("what you can do: " + ccc_quote.clip_text(problem.get("advice") or "", MAX_LINE_CHARS))
+    if problem.get("note"):
+        lines.append("boot status: " + ccc_quote.clip_text(problem["note"], MAX_LINE_CHARS))
+    if problem.get("log"):
+        lines.append("last log lines (newest last):")
+        lines.extend(f"  | {ccc_quote.one_line(line)}" for line in problem["log"])
+    return lines
+
+
+def problem_part(text):
+    """The problem lines of a report text (from ``problem:`` up to the messages), "" without."""
+    start = text.find("\n" + PROBLEM_LABEL)
+    if start < 0:
+        start = text.find("\nboot status: ")
+    if start < 0:
+        return ""
+    return text[start:].partition("\nmessages:\n")[0]
 
 
 def _bounded_body(lines, messages, limit):

@@ -90,13 +90,20 @@ def ensure_dir_at(dir_fd, name, mode, owner, label=None):
         pass
     fd = open_dir_at(dir_fd, name, label)
     if created:
-        try:
-            os.fchown(fd, *owner)
-            os.fchmod(fd, mode)
-        except BaseException:
-            os.close(fd)
-            raise
+        own_new(fd, owner, mode)
     return fd, created
+
+
+def own_new(fd, owner, mode):
+    """Give what root just created (open as ``fd``) its ``owner`` and ``mode`` through that
+    descriptor, never by path; ``fd`` is closed when that fails."""
+    try:
+        os.fchown(fd, *owner)
+        os.fchmod(fd, mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def open_regular_at(dir_fd, name, max_bytes):

@@ -14,6 +14,7 @@ import logging
 
 import ccc_engine
 import ccc_node_record
+import ccc_problems
 import ccc_rules
 
 log = logging.getLogger(__name__)
@@ -91,15 +92,17 @@ def with_settled(result, settled, test):
                 result=None if test and result["result"] is True else result["result"])
 
 
-def run(client, spec, attrs, changes):
+def run(client, spec, attrs, changes, retry_since=0):
     """
     Make the container ``spec["name"]`` run ``spec`` (``attrs``: the settled current one, or
     None): start it or reattach networks when its spec hash matches, else create it or swap in
     a new one. Records what it did in ``changes``; returns the sentence for the user's report.
     Raises ``docker.errors.APIError`` when Docker refuses, with the old container running as before.
+    A container with the same spec that crashed stays as it is (``ccc_problems.leave_stopped``;
+    ``retry_since``: when the user last saved the settings file, which asks for one more start).
     """
     if attrs is not None and ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) == spec["labels"][ccc_rules.SPEC_HASH_LABEL]:
-        return _refresh(client, spec, attrs, changes)
+        return _refresh(client, spec, attrs, changes, retry_since)
     new_name = ccc_node_record.swap_names(spec["name"])[0]  # no leftovers: ``settle`` ran first
     created = ccc_engine.create_recorded(client, new_name, spec)
     try:
@@ -122,8 +125,13 @@ def run(client, spec, attrs, changes):
     return "recreated with the new settings"
 
 
-def _refresh(client, spec, attrs, changes):
-    """The container already has the wanted spec: reattach missing networks, start it if stopped."""
+def _refresh(client, spec, attrs, changes, retry_since=0):
+    """The container already has the wanted spec: reattach missing networks, start it if stopped
+    (not when it crashed: a reconcile never turns a crash into a start loop of its own)."""
+    if (attrs.get("State") or {}).get("Restarting"):
+        return "left as it is: it crashed and Docker is restarting it (the same settings are not recreated)"
+    if ccc_problems.leave_stopped(attrs, retry_since):
+        return "left stopped: it crashed (the same settings are not started again by themselves)"
     missing = [net for net in spec["networks"] if net not in ccc_engine.attached_networks(attrs)]
     for network in missing:
         client.api.connect_container_to_network(attrs["Id"], network)

@@ -25,6 +25,10 @@ and adds what no original had:
 * the fan controller's state from its state file (``ccc_fan_zone_duty_percent{zone}``,
   ``ccc_fan_failsafe``, ``ccc_fan_controller_mode{mode}``, ``ccc_fan_controller_max_temperature_celsius``,
   ``ccc_fan_controller_state_age_seconds``); nothing when the node runs no fan controller;
+* per CCC compute container (``ccc_container_metrics``, labels ``stack`` and ``network``):
+  ``ccc_container_network_{receive,transmit}_bytes_total``, ``ccc_container_restarts_total``,
+  ``ccc_container_running``, ``ccc_container_ssh_sessions``, with their own health
+  (``ccc_container_collection_success``, ``ccc_container_collection_failures_total``);
 * its own health: ``ccc_gpu_exporter_last_success_timestamp_seconds`` (0 before the first
   success), ``ccc_gpu_exporter_collection_failures_total{source}`` (source = nvml, docker,
   fan_state), ``ccc_gpu_exporter_collection_success`` and
@@ -62,6 +66,7 @@ import threading
 import time
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
+import ccc_container_metrics
 import ccc_exporter_config
 import ccc_fan_state
 import ccc_nvml
@@ -102,22 +107,29 @@ class NvmlSession:
 
 
 class DockerContainers:
-    """Running containers of the node's dockerd, one API call per scrape with GPU processes."""
+    """Running containers of the node's dockerd, one API call per scrape with GPU processes; its
+    client is shared (``call``, one caller at a time) with the container metrics."""
 
     def __init__(self, url, timeout=5, client_factory=None):
         self.url = url
         self.timeout = timeout
         self._factory = client_factory or (lambda: ccc_process_owners.docker_client(url, timeout=timeout))
         self._client = None
+        self._lock = threading.Lock()
+
+    def call(self, function):
+        """``function(client)``; a failure drops the client (the next call makes a new one)."""
+        with self._lock:
+            try:
+                if self._client is None:
+                    self._client = self._factory()
+                return function(self._client)
+            except Exception:
+                self.close()
+                raise
 
     def get(self):
-        try:
-            if self._client is None:
-                self._client = self._factory()
-            return ccc_process_owners.docker_containers(self._client)
-        except Exception:
-            self.close()
-            raise
+        return self.call(ccc_process_owners.docker_containers)
 
     def close(self):
         client, self._client = self._client, None
@@ -355,6 +367,8 @@ def build(config, nvml_loader=ccc_nvml.load_nvml, docker_factory=None, clock=tim
         user_labels=config["user_labels"])
     registry = CollectorRegistry()
     registry.register(collector)
+    registry.register(ccc_container_metrics.ContainerCollector(
+        collector.containers.call, proc_root=config["proc_root"], user_labels=config["user_labels"]))
     ProcessCollector(registry=registry)
     return registry, collector
 

@@ -1,5 +1,6 @@
-{#- A user saved ~/.containers/<STACK_NAME>.yml (event from the ccc_settings beacon), or a node
-    announced that it now runs a moved container another node still keeps (ccc/moved/<STACK>).
+{#- A user saved ~/.containers/<STACK_NAME>.yml (event from the ccc_settings beacon), a node
+    announced that it now runs a moved container another node still keeps (ccc/moved/<STACK>),
+    or a node's compute container crashed (ccc_docker beacon, died/<STACK>: the apply reports why).
     The ccc runner applies `containers` limited to that stack on every node where it may run, so
     a node it leaves removes it and a node it moves to starts it; it coalesces edits per stack,
     applies a file version several nodes report once, and rate-limits per user (the master's

@@ -46,6 +46,9 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KE
             {"ccc/swarm/overlay_needed": [str(repo / "reactor" / "swarm_overlay_needed.sls")]},
             # A node's Docker engine restarted (ccc_docker beacon): reconcile that node in full.
             {"salt/beacon/*/ccc_docker/restarted": [str(repo / "reactor" / "engine_restarted.sls")]},
+            # A compute container crashed (ccc_docker beacon): redeploy its stack like an edit, so
+            # the user's .deploy report tells why (ccc_problems); a same-spec apply changes nothing.
+            {"salt/beacon/*/ccc_docker/died/*": [str(repo / "reactor" / "settings_changed.sls")]},
             # A state.apply returned: what the ccc runner holds pending behind it goes at once.
             {"salt/job/*/ret/*": [str(repo / "reactor" / "job_returned.sls")]},
         ],

@@ -18,6 +18,7 @@ command -v apt-ftparchive >/dev/null || need_apt+=(apt-utils)   # test apt repos
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v iptables >/dev/null || need_apt+=(iptables)
 command -v netplan >/dev/null || [[ -x /usr/sbin/netplan ]] || need_apt+=(netplan.io)   # the netplan role's tests validate with netplan generate
+if ((with_tests)) && ! command -v ansible-vault >/dev/null; then need_apt+=(ansible-core); fi   # the migration tests read vaults ansible-vault writes
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
     echo "== apt-get install ${need_apt[*]}"

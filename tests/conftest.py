@@ -1,15 +1,66 @@
 """Shared fixtures: a private dockerd per simulated node (with the fake NVIDIA hook), test images,
 and storage roots. Integration tests need root and the dockerd binary; .ci/run provides both."""
 
+import os
+import pathlib
+import shutil
+import tempfile
 
 import pytest
 
-from support import site
+from support import site, xdist_groups
 from support.nodes import node_dockerd, remove_managed_containers
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "docker: needs a private dockerd (root)")
+
+
+def pytest_unconfigure(config):
+    folder = config.stash.get(_GROUPS_DIR, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# Two xdist workers: groups of modules, each run by one worker (support/xdist_groups.py says why
+# xdist's own loadgroup cannot do it here).
+_GROUPS_DIR = pytest.StashKey[str]()
+
+
+def _groups_dir(config):
+    if _GROUPS_DIR not in config.stash:
+        config.stash[_GROUPS_DIR] = tempfile.mkdtemp(prefix="ccc-xdist-groups-")
+    return config.stash[_GROUPS_DIR]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """Controller: tell each worker where to write the groups of what it collects."""
+    node.workerinput[xdist_groups.WORKERINPUT_KEY] = _groups_dir(node.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Controller: ``--dist loadgroup`` schedules whole groups (support/xdist_groups.py)."""
+    if config.getvalue("dist") == "loadgroup":
+        return xdist_groups.make_scheduler(config, log, _groups_dir(config))
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Worker: write the groups of the collected tests for the controller's scheduler."""
+    folder = getattr(config, "workerinput", {}).get(xdist_groups.WORKERINPUT_KEY)
+    if folder:
+        xdist_groups.write_groups(folder, config.workerinput["workerid"], items)
+
+
+@pytest.fixture(scope="session")
+def salt_factories_default_root_dir():
+    """salt-factories' root for its daemons' folders, one per xdist worker: salt-factories picks a
+    free ``<root>/<daemon id>_<n>`` unlocked, so two workers starting the same master could share."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = pathlib.Path(tempfile.gettempdir()).resolve()
+    return root / f"ccc-salt-factories-{worker}" if worker else root
 
 
 @pytest.fixture(scope="session")

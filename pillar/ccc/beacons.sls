@@ -21,8 +21,10 @@ beacons:
     - disable_during_state_run: False
 {#- The ccc_docker beacon (_beacons/ccc_docker.py): this node's Docker engine (ccc:node:docker_url)
     restarted or answers again -> salt/beacon/<minion id>/ccc_docker/restarted, at most once per
-    min_interval (30 s) -> the master reconciles the node. Idle cost: one non-blocking recv on an
-    open events stream per interval. #}
+    min_interval (30 s) -> the master reconciles the node; a compute container crashed ->
+    salt/beacon/<minion id>/ccc_docker/died/<STACK>, at most once per stack per died_interval
+    (30 s) -> the master redeploys that stack, whose .deploy report then says why. Idle cost: one
+    non-blocking recv on an open events stream per interval. #}
   ccc_docker:
     - from_pillar: ccc
     - interval: 1

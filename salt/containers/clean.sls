@@ -5,3 +5,10 @@ ccc-container-clean-{{ stack }}:
   ccc_container.absent:
     - name: {{ stack | json }}
 {%- endfor %}
+
+{#- The usage accounting schedule goes too; the logs in container-net-statistics stay (user data).
+    offline: salt-call --local has no minion daemon to tell (see accounting.sls). #}
+ccc-containers-clean-usage-accounting:
+  schedule.absent:
+    - name: ccc-usage-accounting
+    - offline: {{ (opts.get('__cli') == 'salt-call' and opts.get('file_client') == 'local') | json }}

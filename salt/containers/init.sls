@@ -6,9 +6,11 @@
 {%- from tpldir ~ "/map.jinja" import cluster, node with context %}
 {%- set selection = salt['ccc_containers.selection'](salt['pillar.get']('containers'), salt['pillar.get']('users')) %}
 
-{#- The networks containers join are the docker role's (one owner, created and checked there). #}
+{#- The networks containers join are the docker role's (one owner, created and checked there).
+    accounting: the schedule of the network usage log (ccc:usage). #}
 include:
   - cluster.docker.networks
+  - containers.accounting
 
 {#- Plans and applies every selected container, several at a time (ccc:node:create_parallelism);
     each container's own state below reports its outcome. No require on the networks: when the

@@ -43,6 +43,7 @@ masked=(
 
 . "$here/lib.sh"
 docker_host_arg "$@"
+lock_daemon_builds
 
 # Create the cached node root filesystem tarball $1.
 make_node_rootfs() {

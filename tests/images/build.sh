@@ -26,6 +26,7 @@ sys_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 tiny_entrypoint='["/bin/sh","-c","trap \"exit 0\" TERM; while :; do sleep 3600 & wait $!; done"]'
 . "$here/lib.sh"
 docker_host_arg "$@"
+lock_daemon_builds
 
 # import_image TAG HASH ENTRYPOINT_JSON PATH_ENV TAR ("-" for stdin)
 import_image() {

@@ -19,6 +19,17 @@ docker_host_arg() {
 }
 
 log() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; }
+
+# lock_daemon_builds: hold (until the script exits) a lock per daemon and builder, so two builds
+# into one daemon (two pytest-xdist workers, two sessions) run one after the other: the second
+# then finds the images current instead of importing them again or removing what the first uses.
+lock_daemon_builds() {
+    local key
+    mkdir -p "$cache_dir"
+    key=$(printf '%s %s' "$(basename "$0")" "${DOCKER_HOST:-default}" | sha256sum | cut -c1-16)
+    exec {daemon_lock}>"$cache_dir/image-build-$key.lock"
+    flock "$daemon_lock"
+}
 die() { log "$*"; exit 1; }
 
 # Remove the scratch directory, unmounting anything debootstrap left there.

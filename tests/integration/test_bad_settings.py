@@ -509,6 +509,11 @@ def test_user_folder_replaced_by_symlink_is_never_used(site, tmp_path, folder):
     assert results["bor-main"]["result"] is True
     storage_after = tree(site.storage)
     changed = {p for p in set(storage_before) | set(storage_after) if storage_before.get(p) != storage_after.get(p)}
+    # the admins' copy of each deploy result (root's shared state dir, read by salt-run ccc.status)
+    records = {p for p in changed if "/.ccc-salt/last-deploy/" in p}
+    assert {pathlib.Path(p).parent.name for p in records} <= {"ana-main", "ana-jupyter"}
+    assert all(json.loads(pathlib.Path(p).read_text())["result"].startswith("NOT deployed") for p in records)
+    changed -= records
     if folder == "container-settings":
         assert changed == set()
     else:  # the reports say the container was not redeployed

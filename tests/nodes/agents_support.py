@@ -14,6 +14,8 @@ import sys
 
 import yaml
 
+from support import locks
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 NODE_WHEELS = "/srv/ccc-test-wheels"
 
@@ -28,10 +30,11 @@ def wheels_dir():
     """The host folder holding a wheel of every pinned requirement (downloaded when missing)."""
     cache = pathlib.Path(os.environ.get("CCC_CACHE_DIR") or pathlib.Path.home() / ".cache" / "ccc-salt") / "agent-wheels"
     cache.mkdir(parents=True, exist_ok=True)
-    missing = [req for req in requirements() if not list(cache.glob(_wheel_glob(req)))]
-    if missing:
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
-                        "--dest", str(cache), *missing], check=True, capture_output=True, text=True)
+    with locks.cache_lock("agent-wheels"):  # another xdist worker may be downloading them now
+        missing = [req for req in requirements() if not list(cache.glob(_wheel_glob(req)))]
+        if missing:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+                            "--dest", str(cache), *missing], check=True, capture_output=True, text=True)
     return cache
 
 

@@ -6,7 +6,11 @@ that network carrying the FRP labels of <node>-metrics; a real Prometheus server
 ``prometheus`` binary) scraping both exporters *through the forwarder's address on the
 monitoring network*, as frpc reaches it, with ``up == 1`` and the ``nvidia_gpu_*`` series. A
 second apply changes nothing; the role set to ``absent`` removes the services, the package, its
-config and the forwarder.
+config and the forwarder. The same Prometheus evaluates the alert rules of
+``monitoring/prometheus/ccc-alerts.yml`` (written by ``ccc_alert_rules.py`` with this test's job
+names and ``for: 0s`` for CCCFanFailsafe): the real fan controller, reading the FAKE NVML below,
+goes fail-safe when that NVML fails, the exporter reports ``ccc_fan_failsafe 1`` and the alert
+fires in Prometheus' ``/api/v1/alerts``.
 
 FAKES, each at the narrowest boundary; everything above them is the real code:
 
@@ -14,7 +18,11 @@ FAKES, each at the narrowest boundary; everything above them is the real code:
   FAKE ``ccc_nvml`` module (FAKE_LIB) first on the exporter's ``PYTHONPATH``. It is the real
   ``/opt/ccc-agents/lib/ccc_nvml.py`` (installed by the role) except that ``load_nvml`` hands the
   real code ``tests/agents/fake_nvml.FakeNvml`` (two GPUs) instead of the ``pynvml`` module, the
-  injection tests/agents/test_fans.py uses for the fan controller's service.
+  injection tests/agents/test_fans.py uses for the fan controller's service. The fan controller
+  (the installed agent, run by this test as a transient unit with ``--dry-run``: the BMC is
+  tests/nodes/test_superfan_gpu.py's business) gets FAN_FAKE_LIB first on its ``PYTHONPATH``: the
+  same FakeNvml, except that every call fails once the file NVML_BROKEN exists (a driver that
+  stopped answering).
 * **Images** (nothing can be pulled): the forwarder's image ``busybox:1.36.1`` is a stand-in built in
   the node from ``ccc-test/tiny:1`` (Debian's static busybox). Its ``nc`` speaks the small
   busybox dialect (``-ll`` for a persistent listener where the busybox image's ``nc`` takes
@@ -25,9 +33,9 @@ FAKES, each at the narrowest boundary; everything above them is the real code:
 """
 
 import json
-import os
 import pathlib
 import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -35,6 +43,7 @@ import urllib.request
 import pytest
 
 from nodes.agents_support import wheel_pillar
+from support import prometheus as prometheus_programs
 from support.sysnode import REPO
 from support.sysnode import failed as _failed, changed as _changed
 
@@ -61,6 +70,32 @@ def load_nvml(nvml=None):
     return real.load_nvml(FakeNvml(gpus=[{{"uuid": uuid, "temperature": 50 + i}} for i, uuid in enumerate({GPUS!r})]))
 '''
 PROMETHEUS_PORT = 19090
+NVML_BROKEN = "/run/ccc-test-nvml-broken"
+FAN_FAKE_LIB = "/opt/ccc-test-fake-nvml-fans"
+FAN_FAKE_CCC_NVML = f'''"""FAKE ccc_nvml of the fan controller of tests/nodes/test_monitoring_agent.py: the exporter's
+fake ccc_nvml ({FAKE_LIB}), except that every NVML call fails while {NVML_BROKEN} exists."""
+import importlib.util
+import os
+import pynvml
+from fake_nvml import FakeNvml
+_spec = importlib.util.spec_from_file_location("exporter_fake_ccc_nvml", "{FAKE_LIB}/ccc_nvml.py")
+base = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(base)
+globals().update({{name: value for name, value in vars(base).items() if not name.startswith("__")}})
+
+
+class _Breakable(FakeNvml):
+    def _enter(self, name):
+        if os.path.exists({NVML_BROKEN!r}):
+            self.fail_with = pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN)
+        super()._enter(name)
+
+
+def load_nvml(nvml=None):
+    return base.real.load_nvml(_Breakable(gpus=[{{"uuid": uuid, "temperature": 50}} for uuid in {GPUS!r}]))
+'''
+FAN_UNIT = "ccc-test-fan-controller"
+FAN_CONFIG = "/etc/ccc-test-fan-controller.yaml"  # not under /etc/ccc-test: the node's salt config
 
 
 def _pillar(node, monitoring_role=True):
@@ -126,17 +161,7 @@ def runs(node):
 
 def prometheus_binary():
     """Debian's prometheus binary, unpacked once into the cache (no service, nothing installed)."""
-    cache = pathlib.Path(os.environ.get("CCC_CACHE_DIR") or pathlib.Path.home() / ".cache" / "ccc-salt") / "prometheus"
-    binary = cache / "root" / "usr" / "bin" / "prometheus"
-    if not binary.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        download = ["apt-get", "download", "-q", "prometheus"]
-        if subprocess.run(download, cwd=cache, capture_output=True).returncode:
-            subprocess.run(["apt-get", "update", "-q"], capture_output=True, check=True)
-            subprocess.run(download, cwd=cache, capture_output=True, check=True)
-        deb = sorted(cache.glob("prometheus_*.deb"))[-1]
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(cache / "root")], check=True)
-    return binary
+    return prometheus_programs.binary("prometheus")
 
 
 @pytest.fixture(scope="module")
@@ -146,8 +171,14 @@ def prometheus(node, runs, tmp_path_factory):
                               FORWARDER]).stdout.strip()
     work = tmp_path_factory.mktemp("prometheus")
     config = work / "prometheus.yml"
+    overrides = work / "alert-overrides.yml"  # this config's job names; the fail-safe alert at once
+    overrides.write_text(json.dumps({"jobs": {"node": "node", "gpu": "gpu"}, "for": {"CCCFanFailsafe": "0s"}}))
+    (work / "ccc-alerts.yml").write_text(subprocess.run(
+        [sys.executable, str(REPO / "monitoring" / "prometheus" / "ccc_alert_rules.py"), "--overrides", str(overrides)],
+        capture_output=True, text=True, check=True).stdout)
     config.write_text(json.dumps({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
+        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "evaluation_interval": "1s"},
+        "rule_files": [str(work / "ccc-alerts.yml")],
         "scrape_configs": [
             {"job_name": "node", "static_configs": [{"targets": [f"{forwarder_ip}:9100"]}]},
             {"job_name": "gpu", "metrics_path": "/nvidia", "static_configs": [{"targets": [f"{forwarder_ip}:9445"]}]},
@@ -230,6 +261,50 @@ def test_prometheus_scrapes_both_exporters_through_the_forwarder(prometheus):
     assert sorted(item["metric"]["uuid"] for item in temperatures) == GPUS
     assert query(prometheus, 'node_network_receive_bytes_total{device="eth0"}')  # the host's NIC, not a container's
     assert query(prometheus, "node_exporter_build_info")
+
+
+def alerts(prometheus, name):
+    """Prometheus' alerts named ``name`` (``/api/v1/alerts``): their labels and state."""
+    with urllib.request.urlopen(f"{prometheus['url']}/api/v1/alerts", timeout=5) as response:
+        found = json.load(response)["data"]["alerts"]
+    return [alert for alert in found if alert["labels"]["alertname"] == name]
+
+
+def _start_fan_controller(node):
+    """The installed fan controller as a transient unit (module docstring: FAKES), dry run, 1 s steps."""
+    node.write_file(f"{FAN_FAKE_LIB}/ccc_nvml.py", FAN_FAKE_CCC_NVML)
+    node.write_file(FAN_CONFIG, "interval: 1\nzones: [2, 3]\n")
+    node.exec(["systemd-run", f"--unit={FAN_UNIT}", "-p", "RuntimeDirectory=ccc-fan-controller",
+               "-p", "RuntimeDirectoryMode=0755", "-p", f"Environment=PYTHONPATH={FAN_FAKE_LIB}:{FAKE_LIB}:/opt/ccc-agents/lib",
+               "/opt/ccc-agents/venv/bin/python", "/opt/ccc-agents/bin/ccc_fan_controller.py", "--dry-run",
+               "--config", FAN_CONFIG])
+
+
+def test_the_fan_failsafe_alert_fires_when_nvml_fails(node, runs, prometheus):
+    _start_fan_controller(node)
+    try:
+        # NVML answers: the controller follows the curve, the exporter says so, the rules are loaded
+        assert query(prometheus, 'ccc_fan_failsafe{job="gpu"} == 0')
+        assert query(prometheus, 'ccc:alert_threshold:gpu_temperature_warning_celsius')[0]["value"][1] == "85"
+        assert alerts(prometheus, "CCCFanFailsafe") == []
+        node.exec(["touch", NVML_BROKEN])
+        started = time.monotonic()
+        assert query(prometheus, 'ccc_fan_failsafe{job="gpu"} == 1', timeout=30)
+        deadline = time.monotonic() + 30
+        while not (firing := [a for a in alerts(prometheus, "CCCFanFailsafe") if a["state"] == "firing"]):
+            assert time.monotonic() < deadline, (alerts(prometheus, "CCCFanFailsafe"), node.exec(
+                f"journalctl -u {FAN_UNIT} -n 12 -o cat --no-pager", check=False).stdout[-1500:])
+            time.sleep(0.5)
+        print(f"CCCFanFailsafe firing {time.monotonic() - started:.1f} s after NVML failed")
+        assert firing[0]["labels"] == {"alertname": "CCCFanFailsafe", "severity": "warning", "job": "gpu",
+                                       "instance": f"{prometheus['forwarder']}:9445"}
+        assert firing[0]["annotations"]["summary"] == \
+            f"Fan controller of {prometheus['forwarder']}:9445 runs fail-safe: fans at 100 %"
+        assert "FAIL-SAFE: GPU temperatures unreadable" in node.exec(
+            f"journalctl -u {FAN_UNIT} -o cat --no-pager", check=False).stdout
+    finally:
+        node.exec(["systemctl", "stop", FAN_UNIT], check=False)
+        node.exec(["rm", "-rf", NVML_BROKEN, FAN_FAKE_LIB, FAN_CONFIG], check=False)
 
 
 def test_the_role_absent_removes_what_it_set_up(node, runs, prometheus):

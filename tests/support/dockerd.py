@@ -47,7 +47,9 @@ from stdin, appends ``argv=<argv> bundle=<bundle path>`` to
 driver libraries are injected.
 
 Needs root, ``dockerd``, ``ip`` and ``iptables``.  Plain Python (docker SDK
-only), so it can be imported from a pytest conftest.
+and ``support.locks``), so it can be imported from a pytest conftest.  Starts
+of one node are serialized by a file lock next to its folder, so two
+pytest-xdist workers asking for it at once share one daemon.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ from typing import List, Optional, Sequence
 
 import docker
 import requests
+
+from support import locks
 
 HOOK_NAME = "nvidia-container-runtime-hook"
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,8}$")
@@ -216,7 +220,15 @@ def start_dockerd(name: str, base_dir: pathlib.Path, bridge_cidr: str,
         raise ValueError("socket path under %s is too long for a unix socket"
                          % node_dir)
     node_dir.mkdir(parents=True, exist_ok=True)
+    # Two pytest-xdist workers (or sessions) asking for the same node: one starts it, the other
+    # then finds it answering and adopts it.
+    with locks.exclusive(node_dir.parent / (name + ".start.lock")):
+        return _start_or_adopt(name, node_dir, bridge_cidr, fake_nvidia, timeout, extra_args)
 
+
+def _start_or_adopt(name: str, node_dir: pathlib.Path, bridge_cidr: str, fake_nvidia: bool,
+                    timeout: float, extra_args: Sequence[str]) -> Dockerd:
+    """The body of ``start_dockerd``, run while holding the node's start lock."""
     if fake_nvidia:
         _write_fake_hook(node_dir / "fake-nvidia")
     handle = Dockerd(name, node_dir, bridge_cidr, fake_nvidia, reused=True)

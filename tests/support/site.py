@@ -86,7 +86,10 @@ def node_ccc(node, storage_root, docker_url):
 
 # One keyring (the sample's DEMO key) for every test config: each keyring gets its own gpg-agent,
 # which outlives the test and holds inotify instances (root has 128 on Debian by default).
-SHARED_GPG_KEYDIR = pathlib.Path(tempfile.gettempdir()) / f"ccc-salt-test-gpgkeys-{os.getuid()}"
+# One per pytest-xdist worker: two workers never create and import into one keyring at once.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+SHARED_GPG_KEYDIR = pathlib.Path(tempfile.gettempdir()) / (f"ccc-salt-test-gpgkeys-{os.getuid()}"
+                                                           + (f"-{_WORKER}" if _WORKER else ""))
 
 
 class SaltNode:

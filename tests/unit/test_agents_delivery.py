@@ -78,7 +78,7 @@ def test_execution_module_reads_the_file_server(tmp_path):
     module = load_module("_modules/ccc_agents.py", "ccc_agents_module", salt=salt)
     assert module.agents() == sorted(AGENTS)
     assert module.library() == ccc_agents.library(AGENTS, read_utils)
-    assert module.library_pattern().startswith("E@^(ccc_exporter_config|ccc_fan_config|")
+    assert module.library_pattern().startswith("E@^(ccc_container_metrics|ccc_exporter_config|ccc_fan_config|")
     salt["cp.list_master"] = lambda prefix="": []
     from salt.exceptions import CommandExecutionError
     with pytest.raises(CommandExecutionError, match="salt/agents link"):

@@ -131,7 +131,7 @@ def test_a_run_applies_at_most_workers_at_once_and_one_failure_stays_that_contai
     def plan(inputs, stack):
         return {"stack": stack}
 
-    def apply(client, cluster, node, resolution, test=False):
+    def apply(client, cluster, node, resolution, test=False, secrets=()):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])

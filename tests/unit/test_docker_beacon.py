@@ -12,6 +12,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 
 import pytest
 from support.beacons import beacon_dunders
@@ -26,6 +27,7 @@ spec = importlib.util.spec_from_file_location("ccc_docker_beacon", REPO / "_beac
 beacon_mod = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(beacon_mod)
 EngineWatcher = beacon_mod.EngineWatcher
+EVENTS_FILTER = beacon_mod.EVENTS_FILTER
 
 
 @pytest.fixture(autouse=True)
@@ -253,7 +255,7 @@ def test_the_event_stream_sees_a_real_socket_close_and_reopen(tmp_path):
     engine = SocketEngine(sock)
     watcher = EngineWatcher(f"unix://{sock}")
     assert wait_polls(watcher, lambda _: watcher.answering) == [] and watcher.answering
-    assert engine.requests == ['GET /events?filters=%7B%22type%22%3A%5B%22daemon%22%5D%7D HTTP/1.1']
+    assert engine.requests == [f"GET /events?filters={urllib.parse.quote(EVENTS_FILTER, safe='')} HTTP/1.1"]
     engine.kill()
     engine = SocketEngine(sock)  # a restart between two polls
     fired = wait_polls(watcher, bool)

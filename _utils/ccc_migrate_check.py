@@ -1,0 +1,44 @@
+"""
+Check the migrated pillar with ccc-salt's own rules before anything is written: each
+container's admin record (``ccc_pillar.container_record``, the checks a deploy makes), the user
+types' access classes and nodes, the networks they name. What fails goes to the report as
+``refused``: the original accepted it, ccc-salt will hold that container until it is fixed.
+"""
+
+import ccc_pillar
+
+
+def _check_types(ccc, nodes, report):
+    cluster = ccc.get("cluster") or {}
+    access_networks = cluster.get("access_networks") or {}
+    for name, user_type in (ccc.get("user_types") or {}).items():
+        source = f"deployment_types[{name}]"
+        if user_type.get("access") not in access_networks:
+            report.refused(source, "access", f"{user_type.get('access')!r} is no access class of compute_container_networks:"
+                           " every container of this type is held (the original failed them too)")
+        for key in ("default_nodes", "allowed_nodes"):
+            unknown = [node for node in user_type.get(key) or [] if node not in nodes]
+            if unknown:
+                report.refused(source, key, f"not a node of the ccc-cluster group: {', '.join(map(str, unknown))}")
+
+
+def _check_networks(ccc, report):
+    cluster = ccc.get("cluster") or {}
+    defined = set((cluster.get("networks") or {}).keys())
+    if not defined:
+        return
+    named = {net for listed in (cluster.get("access_networks") or {}).values() for net in listed}
+    named |= {cluster["claims_network"]} if cluster.get("claims_network") else set()
+    for network in sorted(named - defined):
+        report.refused("compute_container_networks", network, "not a network of docker_networks: ccc-salt cannot create it")
+
+
+def check(ccc, nodes, report):
+    """Add a ``refused`` entry for each problem ccc-salt finds in the migrated ``ccc`` pillar."""
+    _check_types(ccc, nodes, report)
+    _check_networks(ccc, report)
+    for entry in ccc.get("containers") or []:
+        stack = entry.get("STACK_NAME")
+        _, problems = ccc_pillar.container_record(ccc, stack)
+        for problem in problems:
+            report.refused(f"deployment_containers[{stack}]", "record", problem)

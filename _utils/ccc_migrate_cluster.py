@@ -1,0 +1,126 @@
+"""
+Map the original's cluster variables (``group_vars/ccc-cluster/cluster-vars.yml``, and the same
+keys set per host in ``host_vars``) to ccc-salt pillar: ``ccc:cluster``, the role switches
+``ccc:roles`` and each role's settings. Pure: values in, a ``ccc`` tree and report entries out.
+"""
+
+import ccc_migrate_networks as networks
+import ccc_migrate_paths as paths
+
+# original key -> ccc path, copied as they are
+SIMPLE = {
+    "timezone_setting": "timezone:name",
+    "docker_nvidia_plugin": "docker:nvidia_toolkit:enabled",
+    "docker_registries": "docker:registries",
+    "docker_daemon_vars": "docker:daemon",
+    "docker_swarm_leader": "swarm:leader",
+    "docker_swarm_leader_addr": "swarm:leader_addr",
+    "docker_swarm_manager": "swarm:manager",
+    "frpc_server": "frp_client:server_address",
+    "frpc_port": "frp_client:server_port",
+    "frpc_image_version": "frp_client:image",
+    "patroller_image_version": "patroller:image",
+    "patroller_lease": "patroller:lease",
+    "patroller_network": "patroller:network",
+    "patroller_proxy_network": "patroller:proxy_network",
+    "patroller_webui": "patroller:webui:enabled",
+    "patroller_webui_image_version": "patroller:webui:image",
+    "patroller_webui_storage_path": "patroller:webui:storage_path",
+    "patroller_webui_config": "patroller:webui:config",
+    "cachefilesd_cache_folder": "cachefilesd:cache_dir",
+    "cachefilesd_daemon_opts": "cachefilesd:daemon_opts",
+    **{f"cachefilesd_{k}": f"cachefilesd:{k}" for k in ("brun", "bcull", "bstop", "frun", "fcull", "fstop")},
+    "mount_points": "cluster:mount_points",
+    "nfs_user_name": "cluster:nfs_user:name",
+    "nfs_user_id": "cluster:nfs_user:uid",
+    "superfan_gpu_fan_settings": "fans:curve",
+    "monitoring_agent_enabled_gpu": "monitoring:gpu",
+    "monitoring_agent_docker_network": "monitoring:network",
+    "compute_container_runtime": "cluster:runtime",
+    "fail2ban_sshd_enabled": "fail2ban:sshd_enabled",
+    "fail2ban_sshd_maxretry": "fail2ban:maxretry",
+    "fail2ban_sshd_bantime": "fail2ban:bantime",
+    "fail2ban_sshd_findtime": "fail2ban:findtime",
+    "fail2ban_sshd_ignorebycountry": "fail2ban:ignore_country",
+    "inotify_max_user_watches": "inotify:max_user_watches",
+    "inotify_max_user_instances": "inotify:max_user_instances",
+    "inotify_max_queued_events": "inotify:max_queued_events",
+    "zfs_performance_tuning": "zfs:module_parameters",
+    "netplan_name": "netplan:name",
+    "portainer_agent_image": "docker:portainer_agent:image",
+    "portainer_agent_name": "docker:portainer_agent:name",
+    "portainer_agent_publish_ip": "docker:portainer_agent:publish_ip",
+    "portainer_agent_publish_port": "docker:portainer_agent:publish_port",
+}
+# original on/off variable -> role
+SWITCHES = {
+    "nvidia_enabled": "nvidia", "docker_swarm_enabled": "swarm", "patroller_enabled": "patroller",
+    "superfan_gpu_enabled": "superfan_gpu", "monitoring_agent_enabled": "monitoring_agent", "zfs_enabled": "zfs",
+    "portainer_agent": "docker:portainer_agent:enabled",
+}
+NOT_MAPPED = {
+    "docker_version": "ccc-salt installs Debian's docker.io; to keep Docker CE set ccc:docker:repositories, "
+                      "engine.packages and engine.version (docs/pillar.md ccc:docker)",
+    "docker_portainer_agent": "stale in the original (no role read it)",
+    "docker_portainer_publish_ip": "stale in the original (no role read it)",
+    "patroller_publish_ip": "stale in the original (no role read it)",
+    "fail2ban_enabled": "unused in the original; ccc:roles:fail2ban switches the role",
+    "mellanox_enabled": "the mellanox role runs only when ccc:only_roles names it, as the original's mellanox-driver",
+    "compute_container_image_pull_always": "ccc-salt never re-pulls a present image (difference image-pull)",
+    "inotify_sysctl_file": "ccc-salt writes /etc/sysctl.d/60-ccc-inotify.conf",
+    "cachefilesd_start_time": "systemd starts cachefilesd", "cachefilesd_die_time": "systemd stops cachefilesd",
+}
+NIGHTWATCH = "there is no nightwatch: the settings beacon and the master's reactor redeploy (README, docs/migration.md)"
+PORTAINER_UI = "ccc-salt runs only the Portainer agent; run the Portainer server outside the cluster roles"
+
+
+def map_var(key, value, tree, report, source, where="site"):
+    """Map one cluster variable into ``tree`` (a ``ccc`` mapping); False when it is not one."""
+    if key in SIMPLE:
+        paths.put(tree, SIMPLE[key], str(value) if key == "timezone_setting" else value)
+        report.mapped(source, key, paths.shown(SIMPLE[key], where))
+    elif key == "nvidia_driver_version":
+        paths.put(tree, "nvidia:driver_version", str(value))
+        report.mapped(source, key, paths.shown("nvidia:driver_version", where))
+    elif key in SWITCHES:
+        target = SWITCHES[key] if ":" in SWITCHES[key] else f"roles:{SWITCHES[key]}"
+        paths.put(tree, target, bool(value))
+        report.mapped(source, key, paths.shown(target, where))
+    elif key in HANDLERS:
+        HANDLERS[key](value, tree, report, source, where)
+    elif key in NOT_MAPPED:
+        report.not_mapped(source, key, NOT_MAPPED[key])
+    elif key.startswith("compute_container_nightwatch"):
+        report.not_mapped(source, key, NIGHTWATCH)
+    elif key.startswith("portainer_ui"):
+        report.not_mapped(source, key, PORTAINER_UI)
+    else:
+        return False
+    return True
+
+
+def _cachefilesd_state(value, tree, report, source, where):
+    paths.put(tree, "roles:cachefilesd", value != "stopped")
+    report.changed(source, "cachefilesd_state", paths.shown("roles:cachefilesd", where),
+                   f"{value!r} becomes the role switch {value != 'stopped'}")
+
+
+def _ignoreip(value, tree, report, source, where):
+    listed = value.split() if isinstance(value, str) else list(value or [])
+    paths.put(tree, "fail2ban:ignoreip", listed)
+    report.changed(source, "fail2ban_sshd_ignoreip", paths.shown("fail2ban:ignoreip", where),
+                   "a space-separated string becomes a list")
+
+
+def _apps(value, tree, report, source, where):
+    paths.put(tree, "cluster:apps", list(value or []))
+    if value is None:
+        report.changed(source, "compute_container_apps", paths.shown("cluster:apps", where),
+                       "null (which broke every container in the original) becomes []")
+    else:
+        report.mapped(source, "compute_container_apps", paths.shown("cluster:apps", where))
+
+
+HANDLERS = {"cachefilesd_state": _cachefilesd_state, "fail2ban_sshd_ignoreip": _ignoreip,
+            "compute_container_apps": _apps, **networks.HANDLERS}
+

@@ -1,0 +1,94 @@
+"""
+Write the migrated pillar tree: ``site/`` as this project's sample site has it (init,
+cluster, user_types, users, containers, nodes/<node>.sls) and ``site/secrets.sls`` with every
+value GPG-encrypted to the admin's key by ``scripts/ccc-secret`` (the one encryption code; the
+value goes through its stdin, never argv). The output folder must not exist or be empty.
+"""
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import yaml
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CCC_SECRET = REPO / "scripts" / "ccc-secret"
+PLAIN_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+HEADER = "# Migrated from the CCC Ansible inventory by scripts/migrate-ansible-inventory ({what}).\n"
+
+
+class WriteError(Exception):
+    """The tree cannot be written (output folder in use, gpg failed)."""
+
+
+def check_out_dir(out_dir):
+    """Refuse an output folder that exists and is not empty (never overwrite an admin's pillar)."""
+    out_dir = pathlib.Path(out_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise WriteError(f"{out_dir} exists and is not empty: give a new folder (an existing pillar is never overwritten)")
+
+
+def _sls(ccc, what):
+    return HEADER.format(what=what) + yaml.safe_dump({"ccc": ccc}, sort_keys=False, default_flow_style=False,
+                                                     allow_unicode=True)
+
+
+def node_file(node):
+    """The node's pillar file name (pillar/top.sls replaces dots of the minion id)."""
+    return f"site/nodes/{node.replace('.', '_')}.sls"
+
+
+def plain_files(site, nodes):
+    """``{relative path: text}`` of every file but the secrets."""
+    files = {"site/init.sls": HEADER.format(what="site") + "include:\n" + "".join(
+        f"  - site.{name}\n" for name in ("cluster", "user_types", "users", "containers"))}
+    cluster = {key: value for key, value in site.items() if key not in ("user_types", "users", "containers")}
+    files["site/cluster.sls"] = _sls(cluster, "cluster variables")
+    for name in ("user_types", "users", "containers"):
+        files[f"site/{name}.sls"] = _sls({name: site.get(name) or ({} if name != "containers" else [])}, name)
+    for node, tree in nodes.items():
+        files[node_file(node)] = _sls(tree, f"host_vars of {node}")
+    return files
+
+
+def _encrypt(value, recipient, homedir, indent):
+    command = [sys.executable, str(CCC_SECRET), "encrypt", "--recipient", recipient, "--indent", str(indent)]
+    command += ["--homedir", str(homedir)] if homedir else []
+    proc = subprocess.run(command, input=value, capture_output=True, text=True, timeout=120)
+    if proc.returncode:
+        raise WriteError(f"encrypting a secret for {recipient} failed: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def _secret_lines(tree, recipient, homedir, indent):
+    lines = []
+    for key, value in tree.items():
+        name = key if PLAIN_KEY.match(str(key)) else json.dumps(str(key))
+        if isinstance(value, dict):
+            lines.append(f"{' ' * indent}{name}:\n")
+            lines.extend(_secret_lines(value, recipient, homedir, indent + 2))
+        else:
+            lines.append(f"{' ' * indent}{name}: " + _encrypt(value, recipient, homedir, indent + 2))
+    return lines
+
+
+def secrets_file(secrets, recipient, homedir=None):
+    """The text of ``site/secrets.sls``: ``#!yaml|gpg``, each value armored to ``recipient``."""
+    body = "".join(_secret_lines({"ccc": {"secrets": secrets}}, recipient, homedir, 0))
+    return "#!yaml|gpg\n" + HEADER.format(what="vault secrets, encrypted to " + recipient) + body
+
+
+def write(out_dir, files):
+    """Write ``files`` under ``out_dir`` (made 0700: secrets and user data live there)."""
+    out_dir = pathlib.Path(out_dir)
+    check_out_dir(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    os.chmod(out_dir, 0o700)
+    for relative, text in files.items():
+        path = out_dir / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return sorted(files)

@@ -1,0 +1,135 @@
+"""The ``ccc_docker`` beacon tells the master when a compute container crashes
+(``salt/beacon/<node>/ccc_docker/died/<STACK>``), so the user's report says why within seconds:
+which Docker events count (a crash, not a stop), the chunked event stream read from a real unix
+socket, and at most one event per stack per ``died_interval``."""
+
+import importlib.util
+import json
+import logging
+import pathlib
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+if str(REPO / "_beacons") not in sys.path:
+    sys.path.append(str(REPO / "_beacons"))  # the beacon's private helpers, as Salt provides them
+spec = importlib.util.spec_from_file_location("ccc_docker_beacon_crashes", REPO / "_beacons" / "ccc_docker.py")
+beacon_mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(beacon_mod)
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    level = beacon_mod.log.level
+    beacon_mod.log.setLevel(logging.CRITICAL)
+    yield
+    beacon_mod.log.setLevel(level)
+
+
+def event(action, stack="ana-main", code="1"):
+    attributes = {"ccc.stack": stack, "ccc.managed-by": "ccc-salt", "name": stack}
+    if action == "die":
+        attributes["exitCode"] = code
+    return json.dumps({"Type": "container", "Action": action, "status": action,
+                       "Actor": {"ID": "abc", "Attributes": attributes}}).encode()
+
+
+def test_a_crash_or_an_oom_counts_a_stop_does_not():
+    assert beacon_mod.died_stack(event("die", code="1")) == "ana-main"
+    assert beacon_mod.died_stack(event("die", code="2")) == "ana-main"
+    assert beacon_mod.died_stack(event("oom")) == "ana-main"
+    for code in ("0", "137", "143", "255"):  # docker stop, dockerd stopping or gone, a recreate's stop
+        assert beacon_mod.died_stack(event("die", code=code)) is None
+    assert beacon_mod.died_stack(event("die", stack="../../x")) is None  # never a tag part
+    assert beacon_mod.died_stack(event("start")) is None
+    assert beacon_mod.died_stack(b"{not json") is None
+
+
+class ChunkedEngine:
+    """dockerd's ``GET /events`` on a unix socket (a fake engine: the real one's chunked framing,
+    one event per chunk); ``send`` writes an event to every open stream, in two pieces."""
+
+    def __init__(self, path):
+        self.conns, self.requests = [], []
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(4)
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += conn.recv(4096)
+            self.requests.append(request.split(b"\r\n")[0].decode())
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            self.conns.append(conn)
+
+    def send(self, payload):
+        chunk = b"%x\r\n" % (len(payload) + 1) + payload + b"\n\r\n"
+        for conn in self.conns:
+            conn.sendall(chunk[:7])
+            time.sleep(0.05)
+            conn.sendall(chunk[7:])
+
+    def close(self):
+        self.server.close()
+        for conn in self.conns:
+            conn.close()
+
+
+def poll_until(watcher, until, timeout=5):
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline and not until(seen):
+        watcher.poll()
+        seen += watcher.crashes()
+        time.sleep(0.01)
+    return seen
+
+
+def test_crashes_come_from_the_real_stream_once_per_stack_per_interval(tmp_path):
+    sock = tmp_path / "docker.sock"
+    engine = ChunkedEngine(sock)
+    watcher = beacon_mod.EngineWatcher(f"unix://{sock}", died_interval=1.0)
+    poll_until(watcher, lambda _: engine.conns and watcher.answering)
+    assert "die" in engine.requests[0] and "ccc.managed-by%3Dccc-salt" in engine.requests[0]
+    engine.send(event("die", "ana-main"))
+    engine.send(event("die", "ana-main"))  # Docker restarts it at once: it dies again
+    engine.send(event("die", "bor-main", code="143"))  # stopped, not crashed
+    engine.send(event("oom", "bor-main"))
+    started = time.monotonic()
+    assert poll_until(watcher, lambda seen: len(seen) >= 2) == ["ana-main", "bor-main"]
+    engine.send(event("die", "ana-main"))
+    assert poll_until(watcher, bool, timeout=0.5) == []  # within died_interval: held back, not dropped
+    assert poll_until(watcher, bool) == ["ana-main"]
+    assert time.monotonic() - started >= 1.0
+    assert watcher.answering  # events on the stream are not a restart of the engine
+    engine.close()
+    watcher.close()
+
+
+def test_the_beacon_fires_one_tag_per_crashed_stack():
+    class Watcher:
+        closed, url = False, "unix:///run/docker.sock"
+
+        def poll(self):
+            return []
+
+        def crashes(self):
+            return ["ana-main"]
+    beacon_mod.__context__ = {beacon_mod.CONTEXT_KEY: Watcher()}
+    beacon_mod.__context__[beacon_mod.CONTEXT_KEY].min_interval = 30
+    try:
+        fired = beacon_mod.beacon([{"docker_url": "unix:///run/docker.sock"}])
+    finally:
+        del beacon_mod.__context__
+    assert fired == [{"tag": "died/ana-main", "stack": "ana-main"}]
