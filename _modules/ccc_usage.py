@@ -23,8 +23,10 @@ from salt.exceptions import CommandExecutionError
 
 import ccc_engine
 import ccc_netstats
+import ccc_nfs
 import ccc_node_record
 import ccc_pillar
+import ccc_plan
 import ccc_safefs
 import ccc_usage_log
 
@@ -106,6 +108,9 @@ def collect():
     ccc = _ccc()
     cluster, node = ccc_pillar.cluster_settings(ccc), ccc_pillar.node_settings(ccc, __grains__["id"])
     user_data, owner = cluster["mount_points"]["nfs"]["user_data"], ccc_pillar.file_owner(cluster)
+    missing = ccc_nfs.missing_for(ccc_plan.nfs_fact(ccc, cluster), [user_data])
+    if missing:  # the statistics belong on the share: never start a forked copy on the node's disk
+        raise CommandExecutionError("; ".join(missing) + "; nothing written")
     results, folder = {}, None
     try:
         with ccc_engine.session(node, CommandExecutionError) as client:

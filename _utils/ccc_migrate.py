@@ -4,12 +4,10 @@ Migrate a CCC Ansible inventory to a ccc-salt pillar tree (docs/migration.md):
     scripts/migrate-ansible-inventory INVENTORY_DIR OUT_DIR [--check] [--json]
         [--vault-password-file F] [--recipient GPG_KEYID] [--gpg-homedir DIR]
 
-Run as ``python3 -m ccc_migrate`` with ``_utils`` on PYTHONPATH (the launcher does that).
+The launcher runs ``ccc_migrate_cli`` with ``_utils`` on PYTHONPATH; ``migrate`` is the whole mapping.
 Writes ``OUT_DIR/site/...`` and the report (``OUT_DIR/migration-report.{txt,json}``), prints
 the report; ``--check`` only prints it. No secret value is ever printed or logged.
 """
-
-import sys
 
 import ccc_migrate_check
 import ccc_migrate_cluster
@@ -110,9 +108,3 @@ def migrate(inventory_dir, password=None):
     ccc_migrate_check.check(site, list(inventory["nodes"]), report)
     report.note("the roles check their own settings when applied: run salt '*' state.apply cluster test=True first")
     return site, nodes, secrets, report
-
-
-if __name__ == "__main__":
-    import ccc_migrate_cli
-
-    sys.exit(ccc_migrate_cli.main())

@@ -1,4 +1,4 @@
-"""The command line of the migration (``python3 -m ccc_migrate``): arguments, writing, output."""
+"""The command line of the migration (``python3 -m ccc_migrate_cli``, run by ``scripts/migrate-ansible-inventory``): arguments, writing, output."""
 
 import argparse
 import sys
@@ -49,3 +49,7 @@ def main(argv=None):
         sys.stderr.write(f"migrate-ansible-inventory: {exc}\n")
         return 2
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

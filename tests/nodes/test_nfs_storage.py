@@ -138,7 +138,11 @@ def test_containers_refuse_user_data_while_the_share_is_missing(node, runs):
     comments = " | ".join(failed(states).values())
     assert f"{STACK}: refusing user data on nfs-storage, NFS storage missing: " in comments, comments
     assert f"{USERS} is not on its nfs share (on overlay /: the node's own disk, the share is not mounted)" in comments
-    assert changed(states) == {}, changed(states)
+    # only the node's usage schedule is set up (it runs whatever the shares do; see below)
+    assert changed(states) == {"ccc-containers-usage-accounting": {"ccc-usage-accounting": "added"}}, changed(states)
+    # network accounting refuses too: its statistics would start a forked copy on the node's own disk
+    collect = node.salt_call("ccc_usage.collect", check=False)
+    assert collect.returncode != 0 and f"{USERS} is not on its nfs share" in collect.stdout + collect.stderr, collect
     assert node.exec(f"find {SHARED} -mindepth 1 | sort").stdout.split() == [
         USERS, f"{USERS}/{EMAIL}", settings, f"{settings}/{STACK}.deploy"]
     report = node.exec(f"cat {settings}/{STACK}.deploy").stdout
