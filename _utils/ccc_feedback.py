@@ -15,6 +15,7 @@ import os
 
 import ccc_last_good
 import ccc_report
+import ccc_rules
 import ccc_safefs
 import ccc_userdirs
 
@@ -71,22 +72,34 @@ def read_deploy_record(state_dir, stack, node):
     return record if isinstance(record, dict) else None
 
 
+def deploy_records(state_dir, node):
+    """``{STACK_NAME: record}`` of every stack this node recorded a deploy of (``record_deploy``)."""
+    try:
+        stacks = os.listdir(os.path.join(state_dir, "last-deploy"))
+    except OSError:
+        return {}
+    found = {stack: read_deploy_record(state_dir, stack, node) for stack in stacks if ccc_rules.is_stack_name(stack)}
+    return {stack: record for stack, record in found.items() if record}
+
+
 def record_deploy(resolution, outcome, when):
     """
     Keep the admins' copy of what this node last told the user (``deploy_record_path``), written
-    only when the result or the problem changed, so a no-op reconcile keeps when it happened.
-    Best effort: the shared state dir may be away.
+    only when the result, the problem or whether the stack is placed here changed, so a no-op
+    reconcile keeps when it happened. ``placed``: the container belongs on this node (a stack
+    placed here without a container is missing). Best effort: the shared state dir may be away.
     """
     paths, node = resolution.get("paths") or {}, resolution.get("node")
     if not paths.get("last_good_file") or not node:
         return
     state_dir = os.path.dirname(os.path.dirname(paths["last_good_file"]))  # <state_dir>/last-good/<STACK>.json
     problem = (resolution.get("problem") or {}).get("summary")
+    placed = resolution.get("action") != "remove" and node in (resolution.get("placement") or [])
     path = deploy_record_path(state_dir, resolution["stack"], node)
     old = read_deploy_record(state_dir, resolution["stack"], node) or {}
-    if old.get("result") == outcome and old.get("problem") == problem:
+    if old.get("result") == outcome and old.get("problem") == problem and old.get("placed") == placed:
         return
-    data = json.dumps({"when": when, "result": outcome, "problem": problem}, sort_keys=True).encode()
+    data = json.dumps({"when": when, "result": outcome, "problem": problem, "placed": placed}, sort_keys=True).encode()
     try:
         ccc_safefs.replace_file(path, data, 0o600, root=state_dir)
     except OSError as exc:

@@ -67,7 +67,9 @@ def entry(attrs, problem, record, now):
 def gather(client, ccc, minion_id, secrets=(), now=None):
     """
     ``{STACK_NAME: entry}`` for the compute containers ccc-salt manages on this node (the node's
-    record, ``ccc_node_record``); the status file of each is read as ``ccc_problems`` does.
+    record, ``ccc_node_record``); the status file of each is read as ``ccc_problems`` does. A
+    stack still in pillar that the node's last deploy placed here without a container is
+    ``missing`` (``missing_entry``).
     """
     now = now or datetime.datetime.now(datetime.timezone.utc)
     cluster = ccc_pillar.cluster_settings(ccc)
@@ -84,7 +86,18 @@ def gather(client, ccc, minion_id, secrets=(), now=None):
         problem = ccc_problems.observe(client, attrs, folder, stack, secrets, now, with_log=False)
         last = ccc_feedback.read_deploy_record(cluster["state_dir"], stack, node["name"])
         found[stack] = entry(attrs, problem, last, now)
+    for stack, last in sorted(ccc_feedback.deploy_records(cluster["state_dir"], node["name"]).items()):
+        if stack not in found and last.get("placed") and ccc_pillar.container_record(ccc, stack, check=False)[0]:
+            found[stack] = missing_entry(last)
     return found
+
+
+def missing_entry(record):
+    """A stack the node's last deploy placed here that has no container now (never created,
+    refused, or removed by hand): what the user was last told says why."""
+    return {"state": "missing", "image": None, "gpus": [], "started": None, "uptime_s": None, "restarts": 0,
+            "last_deploy": {"when": record.get("when"), "result": record.get("result")},
+            "message": record.get("problem"), "problem": "placed on this node but no container is there"}
 
 
 # --------------------------------------------------------------------------------------------

@@ -66,3 +66,38 @@ def test_a_stopped_container_fails_the_status_and_no_answer_does_not():
     assert stopped["state"] == "exited (code 143)"
     assert ccc_stack_overview.merge({"retcode": 0}, {"n": {"s": stopped}}, {}, [])["retcode"] == 1
     assert ccc_stack_overview.merge({"retcode": 0}, {}, {}, ["n"])["retcode"] == 0
+
+
+def test_a_stack_placed_here_without_a_container_is_missing_and_fails_the_status(tmp_path, monkeypatch):
+    """The node's last deploy placed ana-main here but refused it (no container was ever made):
+    the overview lists it as missing with what the user was told. A stack moved away, and one
+    taken out of pillar, are not listed."""
+    import ccc_feedback
+    import ccc_node_record
+
+    state_dir = tmp_path / "state"
+    ccc = {"cluster": {"state_dir": str(state_dir)},
+           "users": {"ana@example.org": {"USER_TYPE": "student"}},
+           "containers": [{"STACK_NAME": "ana-main", "USER_EMAIL": "ana@example.org"},
+                          {"STACK_NAME": "ana-moved", "USER_EMAIL": "ana@example.org"}]}
+
+    def deployed(stack, action, placement, outcome):
+        ccc_feedback.record_deploy({"stack": stack, "node": "node1", "action": action, "placement": placement,
+                                    "paths": {"last_good_file": str(state_dir / "last-good" / f"{stack}.json")}},
+                                   outcome, "2026-12-03 11:00:00 UTC")
+
+    state_dir.mkdir()
+    deployed("ana-main", "hold", ["node1"], "NOT deployed: the image is not allowed")
+    deployed("ana-moved", "remove", ["node2"], "removed: moved to node2")
+    deployed("gone-stack", "run", ["node1"], "created and started")  # no longer in pillar
+    monkeypatch.setattr(ccc_node_record, "managed_containers", lambda client: {})
+    found = ccc_stack_overview.gather(None, ccc, "node1", now=NOW)
+    assert found == {"ana-main": {
+        "state": "missing", "image": None, "gpus": [], "started": None, "uptime_s": None, "restarts": 0,
+        "last_deploy": {"when": "2026-12-03 11:00:00 UTC", "result": "NOT deployed: the image is not allowed"},
+        "message": None, "problem": "placed on this node but no container is there"}}
+    result = ccc_stack_overview.merge({"retcode": 0}, {"node1": found}, {}, [])
+    assert result["retcode"] == 1
+    assert result["containers"] == [
+        "node1 ana-main: missing; image ?; gpus none; last deploy 2026-12-03 11:00:00 UTC: NOT deployed: the image "
+        "is not allowed; PROBLEM: placed on this node but no container is there"]
