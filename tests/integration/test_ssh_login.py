@@ -1,7 +1,8 @@
 """SSH end to end: a CCC-like image (Debian minbase + sshd, tests/images/sshd, honouring USER_NAME,
 USER_ID and USER_PUBKEY as CCC images do) is deployed by `state.apply containers`; the test logs
 in over SSH with the user's key and checks the identity and that the home is the shared user
-directory on the (stand-in) NFS storage."""
+directory on the (stand-in) NFS storage, and that a live session shows in the node's active
+sessions (read from the host's connection tables, as ``salt-run ccc.active_users`` does)."""
 
 import pathlib
 import subprocess
@@ -58,3 +59,21 @@ def test_user_logs_in_with_their_key_into_the_shared_home(tmp_path, clean_node1,
     assert (keys_dir / "ssh_host_ed25519_key").stat().st_mode & 0o077 == 0
     scan = subprocess.run(["ssh-keyscan", "-t", "ed25519", address], capture_output=True, text=True, timeout=30)
     assert (keys_dir / "ssh_host_ed25519_key.pub").read_text().split()[1] in scan.stdout
+
+    # A live SSH session is seen from the host's connection tables (ccc_usage.active_sessions,
+    # what salt-run ccc.active_users asks every node), without docker exec; gone once it ends.
+    session = subprocess.Popen(
+        ["ssh", "-i", str(key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+         "-o", "BatchMode=yes", f"ana@{address}", "echo in; sleep 60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert session.stdout.readline() == "in\n"
+        sessions, code = node.salt_call("ccc_usage.active_sessions")
+        assert code == 0
+        assert sessions["ana-main"]["user"] == "ana.novak@example.org" and sessions["ana-main"]["sessions"] == 1
+    finally:
+        session.kill()
+        session.wait()
+    deadline = time.monotonic() + 20
+    while node.salt_call("ccc_usage.active_sessions")[0]["ana-main"]["sessions"] and time.monotonic() < deadline:
+        time.sleep(1)
+    assert node.salt_call("ccc_usage.active_sessions")[0]["ana-main"]["sessions"] == 0
