@@ -137,5 +137,5 @@ def minions(master, dockerds, event_listener):
 
 def managed_stacks(daemon):
     """STACK_NAMEs of the running ccc-salt containers on a test dockerd."""
-    client = daemon.client()
-    return {c.labels["ccc.stack"] for c in client.containers.list(filters={"label": "ccc.managed-by=ccc-salt"})}
+    listed = daemon.client().api.containers(filters={"label": "ccc.managed-by=ccc-salt"})  # one call: no 404 mid-swap
+    return {entry["Labels"]["ccc.stack"] for entry in listed}

@@ -58,11 +58,10 @@ def running_or_none(daemon):
 def home_sources(daemon):
     """{stack: bind source of its home} for the running stacks of ``HOMES``."""
     found = {}
-    for container in daemon.client().containers.list(filters={"label": "ccc.managed-by=ccc-salt"}):
-        stack = container.labels.get("ccc.stack")
+    for entry in daemon.client().api.containers(filters={"label": "ccc.managed-by=ccc-salt"}):  # one call: no 404 mid-swap
+        stack = entry["Labels"].get("ccc.stack")
         if stack in HOMES:
-            found[stack] = next((m["Source"] for m in container.attrs["Mounts"]
-                                 if m["Destination"] == HOMES[stack][1]), None)
+            found[stack] = next((m["Source"] for m in entry["Mounts"] if m["Destination"] == HOMES[stack][1]), None)
     return found
 
 

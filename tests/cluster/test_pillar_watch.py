@@ -23,9 +23,15 @@ EXTRA = {"STACK_NAME": "ana-extra", "USER_EMAIL": "ana.novak@example.org",
          "CONTAINER_IMAGE": "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1", "DEPLOYMENT_NODES": ["node1"]}
 
 
+def _names(daemon):
+    """Container name -> id on one engine, from one listing (the SDK's ``containers.list`` inspects
+    each container after listing, and one a swap removes in between fails it with 404)."""
+    return {entry["Names"][0].lstrip("/"): entry["Id"] for entry in daemon.client().api.containers(all=True)}
+
+
 def _container_ids(daemons):
     """Container name -> id per node; a swap still in flight (``.ccc-new``/``.ccc-old``) counts as none."""
-    ids = {node: {c.name: c.id for c in daemon.client().containers.list(all=True)} for node, daemon in daemons.items()}
+    ids = {node: _names(daemon) for node, daemon in daemons.items()}
     if any(".ccc-" in name for names in ids.values() for name in names):
         return None
     return ids
@@ -57,6 +63,6 @@ def test_a_container_added_to_pillar_runs_on_its_node_and_its_file_is_watched(
             assert {name: after[node].get(name) for name in ids} == ids, f"{node}'s other containers were recreated"
     finally:
         containers_sls.unlink()
-    assert wait_for(lambda: "ana-extra" not in {c.name for c in node1.client().containers.list(all=True)},
+    assert wait_for(lambda: "ana-extra" not in _names(node1),
                     timeout=REACH_TIMEOUT, interval=0.5), \
         "the container taken out of pillar was not removed as an orphan"
