@@ -8,7 +8,6 @@ the real one (``build``) with the FAKE NVML of tests/agents/fake_nvml.py (no GPU
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -21,6 +20,7 @@ import pytest
 from fake_nvml import FakeNvml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from support import net
 from support.scripts import load_agent
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -55,17 +55,6 @@ def probe():
         client.close()
 
 
-def _connect(address, port, deadline=10.0):
-    end = time.monotonic() + deadline
-    while True:
-        try:
-            return socket.create_connection((address, port), timeout=5)
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.1)
-
-
 def _scrape(registry):
     found = {}
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
@@ -84,7 +73,7 @@ def test_real_traffic_and_ssh_session_in_the_exporters_container_metrics(probe, 
     client, container, address = probe
     with urllib.request.urlopen(f"http://{address}:8080/blob", timeout=30) as response:
         assert len(response.read()) == BLOB_MB << 20
-    session = _connect(address, 22)
+    session = net.connect(address, 22)
     try:
         time.sleep(0.2)
         config = ccc_exporter_config.check(dict(ccc_exporter_config.DEFAULTS, fan_state_file=None))

@@ -8,12 +8,11 @@ it (an SSH session is one established connection to port 22)."""
 
 import pathlib
 import re
-import socket
-import time
 import urllib.request
 
 import ccc_container_metrics
 import pytest
+from support import net
 
 pytestmark = pytest.mark.docker
 
@@ -35,17 +34,6 @@ def access_address(daemon, stack):
 def collect(master):
     ran = master.salt_cli(timeout=120).run("ccc_usage.collect", minion_tgt="node1")
     return ran, ran.data
-
-
-def _connect(address, port, deadline=10.0):
-    end = time.monotonic() + deadline
-    while True:
-        try:
-            return socket.create_connection((address, port), timeout=5)
-        except OSError:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.1)
 
 
 def test_traffic_shows_up_in_the_log_line_and_the_exporter_counters(master, minions, dockerds, cluster_storage):
@@ -82,7 +70,7 @@ def test_an_ssh_session_shows_up_in_active_users(master, minions, dockerds):
     container = node1.client().containers.get(STACK)
     container.exec_run(["/bin/busybox", "nc", "-l", "-p", "22", "-e", "/bin/cat"], detach=True)
     _network, address = access_address(node1, STACK)
-    session = _connect(address, 22)
+    session = net.connect(address, 22)
     try:
         ran = master.salt_run_cli(timeout=120).run("ccc.active_users", "tgt=node*", "timeout=30")
         assert ran.returncode == 0, ran.stdout + ran.stderr
