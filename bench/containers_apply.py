@@ -7,7 +7,13 @@ masterless salt-call exactly as an admin would. Prints, per N: wall time of the 
 time) and its cost per container, then the best of three no-op re-applies: wall time, Salt's own
 "Total run time" of the states, and that per container (it should stay flat as N grows).
 
-    .venv/bin/python bench/containers_apply.py [--parallelism P] [N ...]
+Last, the Docker floor: the same N containers (the specs the apply made, pins and networks
+already in place) removed and made again straight through the Docker API, create + connect +
+start, as many at a time as the apply used. No apply can beat it on that machine; the first
+deploy minus the floor is what ccc-salt itself costs (Salt start-up, plans, host keys, pins,
+reports). Figures swing by half on a shared host: compare columns of one run, not runs.
+
+    .venv/bin/python bench/containers_apply.py [--parallelism P] [--rsa-bits B] [N ...]
 """
 
 import argparse
@@ -17,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -25,10 +32,13 @@ sys.path.insert(0, str(REPO / "_modules"))
 from support.dockerd import start_dockerd  # noqa: E402
 from support.site import SALT_CALL, SaltNode, unmount_below  # noqa: E402
 
+import ccc_engine  # noqa: E402 (the apply's own translation of a spec into create arguments)
+import ccc_pillar  # noqa: E402
+
 IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
 
 
-def bench_pillar(count, parallelism=None):
+def bench_pillar(count, parallelism=None, rsa_bits=None):
     users, containers = {}, []
     for index in range(count):
         email = f"bench{index:03d}@example.org"
@@ -39,7 +49,10 @@ def bench_pillar(count, parallelism=None):
     networks = {name: {"subnet": f"10.233.{10 + slot}.0/24", "gateway": f"10.233.{10 + slot}.1", "bridge_name": f"cccb-{slot}"}
                 for slot, name in enumerate(("lab-unrestricted", "student-restricted", "claims"))}
     node = {"create_parallelism": parallelism} if parallelism else {}
-    return {"users": users, "containers": containers, "cluster": {"networks": networks}, "node": node}
+    cluster = {"networks": networks}
+    if rsa_bits:
+        cluster["host_keys"] = {"rsa_bits": rsa_bits}
+    return {"users": users, "containers": containers, "cluster": cluster, "node": node}
 
 
 def timed_apply(node):
@@ -55,6 +68,31 @@ def timed_apply(node):
     return wall, states, int(changed.group(1)) if changed else 0
 
 
+def docker_floor(client, parallelism):
+    """Seconds to remove and make again every managed container through the Docker API alone."""
+    specs = []
+    for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
+        attrs = client.api.inspect_container(container.id)
+        spec = ccc_engine.spec_of_container(attrs)
+        first = attrs["HostConfig"]["NetworkMode"]
+        spec["networks"] = [first] + [name for name in spec["networks"] if name != first]
+        specs.append((attrs["Name"].lstrip("/"), spec))
+    remove_managed(client)
+    time.sleep(2)  # the engine finishes tearing down network namespaces and mounts in the background
+
+    def make(item):
+        name, spec = item
+        created = client.api.create_container(name=name, **ccc_engine.create_kwargs(client, spec))
+        for network in spec["networks"][1:]:
+            client.api.connect_container_to_network(created["Id"], network)
+        client.api.start(created["Id"])
+
+    start = time.monotonic()
+    with ThreadPoolExecutor(parallelism) as pool:
+        list(pool.map(make, specs))
+    return time.monotonic() - start
+
+
 def remove_managed(client):
     for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
         container.remove(force=True)
@@ -64,6 +102,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("counts", nargs="*", type=int, default=[10, 50, 200])
     parser.add_argument("--parallelism", type=int, help="ccc:node:create_parallelism (default: the built-in one)")
+    parser.add_argument("--rsa-bits", type=int, help="ccc:cluster:host_keys:rsa_bits (default: the built-in 3072); a small "
+                        "size shows what making the SSH host keys costs a first deploy")
     args = parser.parse_args()
     daemon = start_dockerd("bench", pathlib.Path("/var/tmp/ccc-bench-docker"), "10.233.8.1/24", fake_nvidia=True)
     subprocess.run(["bash", str(REPO / "tests" / "images" / "build.sh"), daemon.url], check=True, capture_output=True)
@@ -73,20 +113,21 @@ def main():
     for network in client.networks.list(filters={"label": "ccc.managed-by=ccc-salt"}):
         network.remove()  # made by an earlier run, maybe with other subnets: the apply makes them again
     print(f"{'N':>4} {'first deploy':>13} {'per container':>14} {'no-op wall':>11} {'no-op states':>13} "
-          f"{'per container':>14}")
+          f"{'per container':>14} {'docker floor':>13}")
     try:
         for count in args.counts:
             remove_managed(client)
             with tempfile.TemporaryDirectory() as work:
                 node = SaltNode(pathlib.Path(work) / "salt", "node1", daemon.url, pathlib.Path(work) / "storage",
-                                extra_ccc=bench_pillar(count, args.parallelism))
+                                extra_ccc=bench_pillar(count, args.parallelism, args.rsa_bits))
                 first, _, changed = timed_apply(node)
                 assert changed >= count, f"first deploy changed only {changed} states"
                 noop_runs = [timed_apply(node) for _ in range(3)]
                 wall, states, changed = min(noop_runs)
                 assert changed == 0, "a no-op apply changed something"
+                floor = docker_floor(client, args.parallelism or ccc_pillar.NODE_DEFAULTS["create_parallelism"])
                 print(f"{count:>4} {first:>12.2f}s {1000 * first / count:>11.1f} ms {wall:>10.2f}s {states:>12.2f}s "
-                      f"{1000 * states / count:>11.1f} ms", flush=True)
+                      f"{1000 * states / count:>11.1f} ms {floor:>12.2f}s", flush=True)
                 unmount_below(work)
     finally:
         remove_managed(client)
