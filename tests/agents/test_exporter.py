@@ -30,6 +30,7 @@ import ccc_nvml
 import pynvml
 import pytest
 import yaml
+from support.logs import kept
 from support.scripts import load_agent
 from agent_run import free_port
 from fake_nvml import FakeNvml, fake_uuid
@@ -151,31 +152,11 @@ def eight_gpus():
     return FakeNvml(gpus=gpus)
 
 
-class Records(logging.Handler):
-    """Keeps the exporter's log records for assertions."""
-
-    def __init__(self):
-        super().__init__()
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-    def messages(self, level=logging.WARNING):
-        return [r.getMessage() for r in self.records if r.levelno >= level]
-
-
 @pytest.fixture
 def exporter_log():
-    """The exporter's log, kept here instead of propagating to the root logger (where Salt's
-    pytest plugin buffers records until exit)."""
-    logger = logging.getLogger("ccc_gpu_exporter")
-    handler = Records()
-    logger.addHandler(handler)
-    logger.propagate = False
-    yield handler
-    logger.removeHandler(handler)
-    logger.propagate = True
+    """The exporter's log records (``support.logs.kept``)."""
+    with kept("ccc_gpu_exporter") as records:
+        yield records
 
 
 @pytest.fixture

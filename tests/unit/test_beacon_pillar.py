@@ -4,7 +4,6 @@ the beacon by ccc_containers.watched_files); the beacon loaded and run by Salt's
 machinery from the modules saltutil.sync_all copied."""
 
 import copy
-import importlib.util
 import json
 import pathlib
 import subprocess
@@ -13,6 +12,7 @@ import textwrap
 import time
 
 import pytest
+from support.beacons import load_beacon
 from salt.exceptions import CommandExecutionError
 
 import ccc_containers
@@ -21,11 +21,7 @@ import ccc_rules
 from support.site import SaltNode, sample_ccc
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-if str(REPO / "_beacons") not in sys.path:
-    sys.path.append(str(REPO / "_beacons"))  # the beacon's private helpers, as Salt provides them
-spec = importlib.util.spec_from_file_location("ccc_settings_beacon", REPO / "_beacons" / "ccc_settings.py")
-beacon_mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(beacon_mod)
+beacon_mod = load_beacon("ccc_settings.py", "ccc_settings_beacon")
 
 PILLAR_BEACONS = {"ccc_settings": [{"from_pillar": "ccc"}, {"immediate": True}, {"interval": 1},
                                    {"disable_during_state_run": False}],

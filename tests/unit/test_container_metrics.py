@@ -3,12 +3,12 @@ SDK calls it makes: ``api.containers``, ``api.inspect_container``, and a 404 for
 removed meanwhile) and a crafted ``proc_root`` with real procfs lines (see test_netstats). The
 same collector against a real dockerd and a real container's /proc: tests/agents."""
 
-import logging
 
 import ccc_container_metrics
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from support.logs import kept
 from test_netstats import CONTAINER_ID, TCP, _attrs, _fake_process
 
 STOPPED_ID = "ef" * 32
@@ -109,27 +109,10 @@ def test_user_email_only_with_user_labels(tmp_path, docker):
         (("stack", "bor-main"), ("user_email", "bor@example.org")): 0}
 
 
-class Records(logging.Handler):
-    """The collector's log records, kept here rather than propagated to the root logger (where
-    Salt's pytest plugin buffers them until exit)."""
-
-    def __init__(self):
-        super().__init__()
-        self.records = []
-
-    def emit(self, record):
-        self.records.append(record)
-
-
 @pytest.fixture
 def collector_log():
-    logger = logging.getLogger("ccc_container_metrics")
-    handler = Records()
-    logger.addHandler(handler)
-    logger.propagate = False
-    yield handler
-    logger.removeHandler(handler)
-    logger.propagate = True
+    with kept("ccc_container_metrics") as records:
+        yield records
 
 
 def test_docker_down_answers_with_the_failure_counted(tmp_path, collector_log):
@@ -140,7 +123,7 @@ def test_docker_down_answers_with_the_failure_counted(tmp_path, collector_log):
         assert metrics["ccc_container_collection_success"] == {(): 0}
         assert metrics["ccc_container_collection_failures_total"] == {(): expected}
         assert "ccc_container_running" not in metrics
-    warnings = [r.getMessage() for r in collector_log.records if r.levelno >= logging.WARNING]
+    warnings = collector_log.messages()
     assert warnings == ["cannot read the compute containers: ConnectionError: docker.sock: connection refused"]
 
 

@@ -3,23 +3,16 @@
 which Docker events count (a crash, not a stop), the chunked event stream read from a real unix
 socket, and at most one event per stack per ``died_interval``."""
 
-import importlib.util
 import json
 import logging
-import pathlib
 import socket
-import sys
 import threading
 import time
 
 import pytest
+from support.beacons import load_beacon
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-if str(REPO / "_beacons") not in sys.path:
-    sys.path.append(str(REPO / "_beacons"))  # the beacon's private helpers, as Salt provides them
-spec = importlib.util.spec_from_file_location("ccc_docker_beacon_crashes", REPO / "_beacons" / "ccc_docker.py")
-beacon_mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(beacon_mod)
+beacon_mod = load_beacon("ccc_docker.py", "ccc_docker_beacon_crashes")
 
 
 @pytest.fixture(autouse=True)

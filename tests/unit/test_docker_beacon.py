@@ -3,29 +3,21 @@
 non-blocking EventStream against a fake engine on a unix socket, and the thin Salt wrapper."""
 
 import copy
-import importlib.util
 import itertools
 import logging
 import os
-import pathlib
 import socket
-import sys
 import threading
 import time
 import urllib.parse
 
 import pytest
-from support.beacons import beacon_dunders
+from support.beacons import beacon_dunders, load_beacon
 
 import ccc_containers
 import ccc_pillar
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-if str(REPO / "_beacons") not in sys.path:
-    sys.path.append(str(REPO / "_beacons"))  # the beacon's private helpers, as Salt provides them
-spec = importlib.util.spec_from_file_location("ccc_docker_beacon", REPO / "_beacons" / "ccc_docker.py")
-beacon_mod = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(beacon_mod)
+beacon_mod = load_beacon("ccc_docker.py", "ccc_docker_beacon")
 EngineWatcher = beacon_mod.EngineWatcher
 EVENTS_FILTER = beacon_mod.EVENTS_FILTER
 

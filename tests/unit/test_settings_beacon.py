@@ -2,35 +2,17 @@
 real files and real inotify in tmp_path, and the thin Salt wrapper (validate, beacon, close)."""
 
 import builtins
-import importlib.util
 import logging
 import os
-import pathlib
 import sys
 import threading
 import time
 import types
 
 import pytest
-from support.beacons import beacon_dunders
+from support.beacons import beacon_dunders, load_beacon
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-# Salt puts _beacons/ on sys.path while it loads a beacon, so the beacon imports its private
-# helpers (_ccc_*.py) by name; appended, so that nothing there shadows _modules/.
-if str(REPO / "_beacons") not in sys.path:
-    sys.path.append(str(REPO / "_beacons"))
-
-
-def _load_beacon():
-    # Loaded by path under its own name: _modules/ccc_settings.py (an execution module) is on
-    # sys.path under the same name.
-    spec = importlib.util.spec_from_file_location("ccc_settings_beacon", REPO / "_beacons" / "ccc_settings.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-beacon_mod = _load_beacon()
+beacon_mod = load_beacon("ccc_settings.py", "ccc_settings_beacon")
 watching = beacon_mod.watching
 SettingsWatcher = watching.SettingsWatcher
 
