@@ -5,12 +5,11 @@ socket, and at most one event per stack per ``died_interval``."""
 
 import json
 import logging
-import socket
-import threading
 import time
 
 import pytest
 from support.beacons import load_beacon
+from support.docker_events import SocketEngine
 
 beacon_mod = load_beacon("ccc_docker.py", "ccc_docker_beacon_crashes")
 
@@ -42,43 +41,6 @@ def test_a_crash_or_an_oom_counts_a_stop_does_not():
     assert beacon_mod.died_stack(b"{not json") is None
 
 
-class ChunkedEngine:
-    """dockerd's ``GET /events`` on a unix socket (a fake engine: the real one's chunked framing,
-    one event per chunk); ``send`` writes an event to every open stream, in two pieces."""
-
-    def __init__(self, path):
-        self.conns, self.requests = [], []
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(str(path))
-        self.server.listen(4)
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            request = b""
-            while b"\r\n\r\n" not in request:
-                request += conn.recv(4096)
-            self.requests.append(request.split(b"\r\n")[0].decode())
-            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
-            self.conns.append(conn)
-
-    def send(self, payload):
-        chunk = b"%x\r\n" % (len(payload) + 1) + payload + b"\n\r\n"
-        for conn in self.conns:
-            conn.sendall(chunk[:7])
-            time.sleep(0.05)
-            conn.sendall(chunk[7:])
-
-    def close(self):
-        self.server.close()
-        for conn in self.conns:
-            conn.close()
-
-
 def poll_until(watcher, until, timeout=5):
     deadline = time.monotonic() + timeout
     seen = []
@@ -91,7 +53,7 @@ def poll_until(watcher, until, timeout=5):
 
 def test_crashes_come_from_the_real_stream_once_per_stack_per_interval(tmp_path):
     sock = tmp_path / "docker.sock"
-    engine = ChunkedEngine(sock)
+    engine = SocketEngine(sock)
     watcher = beacon_mod.EngineWatcher(f"unix://{sock}", died_interval=1.0)
     poll_until(watcher, lambda _: engine.conns and watcher.answering)
     assert "die" in engine.requests[0] and "ccc.managed-by%3Dccc-salt" in engine.requests[0]
@@ -106,7 +68,7 @@ def test_crashes_come_from_the_real_stream_once_per_stack_per_interval(tmp_path)
     assert poll_until(watcher, bool) == ["ana-main"]
     assert time.monotonic() - started >= 1.0
     assert watcher.answering  # events on the stream are not a restart of the engine
-    engine.close()
+    engine.kill()
     watcher.close()
 
 

@@ -5,14 +5,12 @@ non-blocking EventStream against a fake engine on a unix socket, and the thin Sa
 import copy
 import itertools
 import logging
-import os
-import socket
-import threading
 import time
 import urllib.parse
 
 import pytest
 from support.beacons import beacon_dunders, load_beacon
+from support.docker_events import SocketEngine
 
 import ccc_containers
 import ccc_pillar
@@ -194,41 +192,6 @@ def test_a_new_watcher_takes_over_the_stream_and_a_pending_restart(watcher, cloc
 
 # --------------------------------------------------------------------------------------------
 # The real stream against a fake engine on a unix socket
-
-
-class SocketEngine:
-    """Answers ``GET /events`` on a unix socket like dockerd (200, chunked, silent) and
-    records the request lines; ``answer=False`` accepts without answering (a starting dockerd)."""
-
-    def __init__(self, path, answer=True):
-        self.path, self.answer, self.requests, self.conns = str(path), answer, [], []
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(self.path)
-        self.server.listen(8)
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            self.conns.append(conn)
-            request = b""
-            while b"\r\n\r\n" not in request:
-                request += conn.recv(4096)
-            self.requests.append(request.split(b"\r\n")[0].decode())
-            if self.answer:
-                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Transfer-Encoding: chunked\r\n\r\n")
-
-    def kill(self):
-        """Like SIGKILL: the kernel closes every connection and the socket file stays."""
-        self.server.close()
-        for conn in self.conns:
-            conn.close()
-        os.unlink(self.path)
 
 
 def wait_polls(watcher, until, timeout=5):
