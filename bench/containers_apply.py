@@ -11,7 +11,7 @@ Last, the Docker floor: the same N containers (the specs the apply made, pins an
 already in place) removed and made again straight through the Docker API, create + connect +
 start, as many at a time as the apply used. No apply can beat it on that machine; the first
 deploy minus the floor is what ccc-salt itself costs (Salt start-up, plans, host keys, pins,
-reports). Figures swing by half on a shared host: compare columns of one run, not runs.
+reports). Figures swing by a third or more on a shared host: compare the columns of one run.
 
     .venv/bin/python bench/containers_apply.py [--parallelism P] [--rsa-bits B] [N ...]
 """
@@ -34,7 +34,9 @@ from support.site import SALT_CALL, SaltNode, unmount_below  # noqa: E402
 
 import ccc_engine  # noqa: E402 (the apply's own translation of a spec into create arguments)
 import ccc_pillar  # noqa: E402
+import ccc_rules  # noqa: E402
 
+MANAGED = {"label": f"{ccc_rules.MANAGED_BY_LABEL}={ccc_rules.MANAGED_BY_VALUE}"}
 IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
 
 
@@ -71,8 +73,8 @@ def timed_apply(node):
 def docker_floor(client, parallelism):
     """Seconds to remove and make again every managed container through the Docker API alone."""
     specs = []
-    for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
-        attrs = client.api.inspect_container(container.id)
+    for container in client.containers.list(all=True, filters=MANAGED):
+        attrs = container.attrs  # the SDK's list inspects each container already
         spec = ccc_engine.spec_of_container(attrs)
         first = attrs["HostConfig"]["NetworkMode"]
         spec["networks"] = [first] + [name for name in spec["networks"] if name != first]
@@ -94,7 +96,7 @@ def docker_floor(client, parallelism):
 
 
 def remove_managed(client):
-    for container in client.containers.list(all=True, filters={"label": "ccc.managed-by=ccc-salt"}):
+    for container in client.containers.list(all=True, filters=MANAGED):
         container.remove(force=True)
 
 
@@ -110,7 +112,7 @@ def main():
     client = daemon.client()
     client.images.get("ccc-test/tiny:1").tag(*IMAGE.rsplit(":", 1))
     remove_managed(client)
-    for network in client.networks.list(filters={"label": "ccc.managed-by=ccc-salt"}):
+    for network in client.networks.list(filters=MANAGED):
         network.remove()  # made by an earlier run, maybe with other subnets: the apply makes them again
     print(f"{'N':>4} {'first deploy':>13} {'per container':>14} {'no-op wall':>11} {'no-op states':>13} "
           f"{'per container':>14} {'docker floor':>13}")
