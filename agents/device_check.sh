@@ -4,7 +4,9 @@
 #   2. ccc_nvml.read_gpus / read_temperatures / read_processes through the real NVML, timed,
 #      while a small CUDA context (driver API through ctypes, 256 MiB) runs so that there is a
 #      GPU process to see,
-#   3. the exporter: --once, then served on 127.0.0.1 and scraped 20 times over HTTP.
+#   3. the exporter: --once, then served on 127.0.0.1 and scraped 20 times over HTTP,
+#   4. under load (bf16 matmuls through the machine's own torch, when it has one): the exporter again,
+#   5. the fan controller with --dry-run on the real temperatures (never runs ipmitool).
 # Outputs go to $OUT (default /tmp/ccc-device-check): summary.log, nvidia-smi.txt, nvml.json,
 # exposition.txt, scrape.txt.
 #
@@ -53,24 +55,24 @@ say "nvidia-smi"
 } >"$OUT/nvidia-smi.txt" 2>&1
 cat "$OUT/nvidia-smi.txt" | tee -a "$SUMMARY" >/dev/null
 
-# --- a Python with the agents' packages
+# --- a Python with the agents' packages. The carried .device-pylib comes first when present: it
+# holds the versions the project pins (the GPU machine's own pynvml may be another release).
 PY=${CCC_PYTHON:-python3}
-imports="import pynvml, prometheus_client, yaml"
-if ! "$PY" -c "$imports" 2>/dev/null; then
-    if [[ -d $PYLIB ]] && PYTHONPATH=$PYLIB "$PY" -c "$imports" 2>/dev/null; then
-        export PYTHONPATH=$LIB:$PYLIB
-    else
-        target=$(mktemp -d)
-        say "pip install --target $target (needs network)"
-        timeout 40 "$PY" -m pip install -q --target "$target" nvidia-ml-py prometheus-client pyyaml docker >>"$SUMMARY" 2>&1
-        export PYTHONPATH=$LIB:$target
-    fi
+imports="import pynvml, prometheus_client, yaml, docker"
+if [[ -d $PYLIB ]] && PYTHONPATH=$PYLIB "$PY" -c "$imports" 2>/dev/null; then
+    export PYTHONPATH=$LIB:$PYLIB
+elif ! "$PY" -c "$imports" 2>/dev/null; then
+    target=$(mktemp -d)
+    say "pip install --target $target (needs network)"
+    timeout 40 "$PY" -m pip install -q --target "$target" nvidia-ml-py prometheus-client pyyaml docker >>"$SUMMARY" 2>&1
+    export PYTHONPATH=$LIB:$target
 fi
 say "python: $("$PY" --version 2>&1) PYTHONPATH=${PYTHONPATH:-}; $("$PY" -c "$imports; print('imports ok:', pynvml.__file__)" 2>&1)"
 
-# --- a GPU process to see: a CUDA context with 256 MiB, through the driver API (no toolkit needed)
+# --- a GPU process to see: a CUDA context with 256 MiB, through the driver API (no toolkit
+# needed). It writes its own PID (the one NVML lists), not the PID of the timeout around it.
 cat >"$OUT/.cuda_hold.py" <<'EOF'
-import ctypes, sys, time
+import ctypes, os, sys, time
 cuda = ctypes.CDLL("libcuda.so.1")
 dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
 for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(dev), 0)),
@@ -79,12 +81,16 @@ for call, args in (("cuInit", (0,)), ("cuDeviceGet", (ctypes.byref(dev), 0)),
     if rc:
         print(f"cuda_hold: {call} failed with {rc}", flush=True)
         sys.exit(1)
+with open(sys.argv[2], "w") as pid_file:
+    pid_file.write(str(os.getpid()))
 print("cuda_hold: context with 256 MiB up", flush=True)
 time.sleep(float(sys.argv[1]))
 EOF
-timeout 40 "$PY" "$OUT/.cuda_hold.py" 35 >>"$SUMMARY" 2>&1 &
-HOLD=$!
-sleep 3
+rm -f "$OUT/.hold.pid"
+timeout 40 "$PY" "$OUT/.cuda_hold.py" 35 "$OUT/.hold.pid" >>"$SUMMARY" 2>&1 &
+HOLD_WRAPPER=$!
+for _ in $(seq 100); do [[ -s $OUT/.hold.pid ]] && break; sleep 0.1; done
+HOLD=$(cat "$OUT/.hold.pid" 2>/dev/null || echo 0)
 say "GPU process started: pid $HOLD (python ctypes CUDA context)"
 
 # --- NVML through ccc_nvml
@@ -173,6 +179,40 @@ EOF
 echo "   rc=$?" | tee -a "$SUMMARY"
 cat "$OUT/scrape.txt" | tee -a "$SUMMARY"
 kill -TERM "$EXPORTER" 2>/dev/null; wait "$EXPORTER" 2>/dev/null
-kill "$HOLD" 2>/dev/null; wait "$HOLD" 2>/dev/null
-rm -f "$OUT/.cuda_hold.py" "$OUT/.exporter.yaml"
+kill "$HOLD_WRAPPER" "$HOLD" 2>/dev/null; wait "$HOLD_WRAPPER" 2>/dev/null
+rm -f "$OUT/.cuda_hold.py" "$OUT/.exporter.yaml" "$OUT/.hold.pid"
+
+# --- under load: utilisation and power as NVML reports them while the GPU works (torch, when the
+# GPU machine has it on its own python3; the agents' PYTHONPATH is left out for that process)
+say "load: 12 s of bf16 matmuls (if torch is there), exporter read at 8 s"
+cat >"$OUT/.load.py" <<'EOF'
+import sys, time
+import torch
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+end = time.time() + float(sys.argv[1])
+while time.time() < end:
+    for _ in range(20):
+        a = (a @ a).clamp_(-1, 1)
+    torch.cuda.synchronize()
+print("load: done", flush=True)
+EOF
+if env -u PYTHONPATH "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    env -u PYTHONPATH timeout 30 "$PY" "$OUT/.load.py" 12 >>"$SUMMARY" 2>&1 &
+    LOAD=$!
+    sleep 8
+    timeout 20 "$PY" agents/ccc_gpu_exporter.py --once >"$OUT/exposition-load.txt" 2>>"$SUMMARY"
+    grep -E '^(nvidia_gpu_(duty_cycle|power_usage_milliwatts|temperature_celsius|memory_used_bytes)|ccc_gpu_process)' \
+        "$OUT/exposition-load.txt" | tee -a "$SUMMARY"
+    wait "$LOAD"
+else
+    say "no torch with CUDA on $PY: load phase skipped"
+fi
+
+# --- the fan controller on the real temperatures: --dry-run (never runs ipmitool), 7 s
+say "fan controller --dry-run, 7 s"
+printf 'interval: 1.0\nwindow: 2\nstate_file: %s/.fan-state.json\n' "$OUT" >"$OUT/.fans.yaml"
+timeout -s TERM 7 "$PY" agents/ccc_fan_controller.py --config "$OUT/.fans.yaml" --dry-run --log-level info >>"$SUMMARY" 2>&1
+echo "   rc=$? (124: stopped by the timeout's SIGTERM after running)" | tee -a "$SUMMARY"
+cat "$OUT/.fan-state.json" 2>/dev/null | head -c 600 | tee -a "$SUMMARY"; echo
+rm -f "$OUT/.load.py" "$OUT/.fans.yaml" "$OUT/.fan-state.json"
 say "done"
