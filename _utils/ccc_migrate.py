@@ -14,6 +14,7 @@ import ccc_migrate_cluster
 import ccc_migrate_containers
 import ccc_migrate_hosts
 import ccc_migrate_inventory as inventory_reader
+import ccc_migrate_markers as markers
 import ccc_migrate_paths as paths
 import ccc_migrate_report
 import ccc_migrate_secrets
@@ -32,8 +33,8 @@ def _map_group_vars(group_vars, report):
     site = {}
     for key in sorted(group_vars, key=lambda k: (k not in FIRST, list(group_vars).index(k))):
         value, source = group_vars[key]
-        if inventory_reader.unevaluated(value):
-            report.not_mapped(source, key, "holds a Jinja expression or an inline vault value the migration cannot evaluate")
+        if inventory_reader.holds_inline_vault(value):
+            report.not_mapped(source, key, "holds an inline vault value the migration cannot decrypt")
         elif key in ccc_migrate_containers.HANDLERS:
             name, handler = ccc_migrate_containers.HANDLERS[key]
             site[name] = handler(value, report, source)
@@ -91,6 +92,7 @@ def _secrets(inventory, password, report):
     data = inventory_reader.yaml.safe_load(plain.decode("utf-8")) or {}
     if not isinstance(data, dict):
         raise MigrationError(f"{inventory_reader.VAULT_FILE}: the decrypted vault is not a mapping of variables")
+    data = markers.secrets(data, report, inventory_reader.VAULT_FILE)
     return ccc_migrate_secrets.map_secrets(data, report, inventory_reader.VAULT_FILE)
 
 
@@ -101,6 +103,7 @@ def migrate(inventory_dir, password=None):
         inventory = inventory_reader.read(inventory_dir)
     except inventory_reader.InventoryError as exc:
         raise MigrationError(str(exc)) from None
+    inventory = markers.inventory(inventory, report)  # template syntax never reaches the pillar
     site = _map_group_vars(inventory["group_vars"], report)
     _image_policy(site, report)
     nodes = _map_hosts(inventory, site, report)

@@ -152,10 +152,11 @@ def expand_all(found, variables):
     return {key: (expand(value, variables), source) for key, (value, source) in found.items()}
 
 
-def unevaluated(value):
-    """True when ``value`` still holds a Jinja expression or an inline vault value."""
+def holds_inline_vault(value):
+    """True when ``value`` holds an inline vault value (Jinja the migration cannot expand is
+    refused before: ``ccc_migrate_markers``)."""
     if isinstance(value, dict):
-        return any(unevaluated(item) for item in value.values())
+        return any(holds_inline_vault(item) for item in value.values())
     if isinstance(value, list):
-        return any(unevaluated(item) for item in value)
-    return isinstance(value, InlineVault) or (isinstance(value, str) and ("{{" in value or "{%" in value))
+        return any(holds_inline_vault(item) for item in value)
+    return isinstance(value, InlineVault)

@@ -1,6 +1,7 @@
 """
 The migration report: one entry per key of the original inventory (mapped, changed with the
-reason, or not mapped with the reason), the problems ccc-salt's own checks find in the result,
+reason, or not mapped with the reason), the entries left out because they hold template syntax
+(``ccc_migrate_markers``), the problems ccc-salt's own checks find in the result,
 and the deliberate differences of the deployed containers. Rendered as text for the admin and
 as JSON for scripts. Entries name keys and pillar paths only, never a value of a secret.
 """
@@ -14,7 +15,7 @@ HEADINGS = {
     "mapped": "Mapped unchanged",
     "changed": "Mapped with a change",
     "not_mapped": "Not mapped",
-    "refused": "Refused by ccc-salt's checks (fix these in the written pillar)",
+    "refused": "Refused (template syntax: left out of the written pillar; ccc-salt's checks: held until you fix it)",
 }
 
 

@@ -3,6 +3,10 @@ Write the migrated pillar tree: ``site/`` as this project's sample site has it (
 cluster, user_types, users, containers, nodes/<node>.sls) and ``site/secrets.sls`` with every
 value GPG-encrypted to the admin's key by ``scripts/ccc-secret`` (the one encryption code; the
 value goes through its stdin, never argv). The output folder must not exist or be empty.
+
+Every file starts with a ``#!yaml`` shebang (``#!yaml|gpg`` for the secrets): the imported data
+is never rendered by Salt's default ``jinja|yaml`` renderer. Entries holding template syntax
+were left out before (``ccc_migrate_markers``); a file that would still hold some is refused.
 """
 
 import json
@@ -14,9 +18,12 @@ import sys
 
 import yaml
 
+import ccc_migrate_markers as markers
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 CCC_SECRET = REPO / "scripts" / "ccc-secret"
 PLAIN_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+PLAIN = "#!yaml\n"  # Salt renders the file as YAML only: no Jinja
 HEADER = "# Migrated from the CCC Ansible inventory by scripts/migrate-ansible-inventory ({what}).\n"
 
 
@@ -32,8 +39,8 @@ def check_out_dir(out_dir):
 
 
 def _sls(ccc, what):
-    return HEADER.format(what=what) + yaml.safe_dump({"ccc": ccc}, sort_keys=False, default_flow_style=False,
-                                                     allow_unicode=True)
+    return PLAIN + HEADER.format(what=what) + yaml.safe_dump({"ccc": ccc}, sort_keys=False, default_flow_style=False,
+                                                             allow_unicode=True)
 
 
 def node_file(node):
@@ -43,7 +50,7 @@ def node_file(node):
 
 def plain_files(site, nodes):
     """``{relative path: text}`` of every file but the secrets."""
-    files = {"site/init.sls": HEADER.format(what="site") + "include:\n" + "".join(
+    files = {"site/init.sls": PLAIN + HEADER.format(what="site") + "include:\n" + "".join(
         f"  - site.{name}\n" for name in ("cluster", "user_types", "users", "containers"))}
     cluster = {key: value for key, value in site.items() if key not in ("user_types", "users", "containers")}
     files["site/cluster.sls"] = _sls(cluster, "cluster variables")
@@ -51,6 +58,9 @@ def plain_files(site, nodes):
         files[f"site/{name}.sls"] = _sls({name: site.get(name) or ({} if name != "containers" else [])}, name)
     for node, tree in nodes.items():
         files[node_file(node)] = _sls(tree, f"host_vars of {node}")
+    for path, text in files.items():
+        if markers.has_marker(text):  # the last guard: what a file holds, not how it was mapped
+            raise WriteError(f"{path} would hold template syntax ({{{{, {{% or {{#): nothing written")
     return files
 
 

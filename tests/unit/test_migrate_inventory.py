@@ -1,5 +1,5 @@
 """The migration on small hand-written inventories: what the original accepted and ccc-salt
-reads differently (Jinja it cannot evaluate, inline vault values, null compute_devices, a type
+reads differently (Jinja it cannot evaluate, refused; inline vault values, null compute_devices, a type
 whose access class has no networks, a string of nodes) ends in the report with its reason."""
 
 import textwrap
@@ -27,7 +27,7 @@ def by_key(report):
     return {entry["key"]: entry for entry in report.entries}
 
 
-def test_plain_references_expand_and_other_jinja_or_inline_vault_values_are_not_mapped(tmp_path):
+def test_plain_references_expand_other_jinja_is_refused_and_inline_vault_values_are_not_mapped(tmp_path):
     root = inventory(tmp_path, """\
         mount_points: {nfs: {user_data: /data/u}, local: {}}
         frpc_server: "{{ proxy_host }}"
@@ -43,8 +43,9 @@ def test_plain_references_expand_and_other_jinja_or_inline_vault_values_are_not_
     entries = by_key(report)
     assert site_tree["frp_client"]["server_address"] == "proxy.example.org"
     assert site_tree["nfs_storage"]["mounts"] == {"user_data": {"source": "nas:/u", "options": ["auto"]}}
-    assert entries["timezone_setting"]["status"] == "not_mapped" and "Jinja" in entries["timezone_setting"]["reason"]
+    assert entries["timezone_setting"]["status"] == "refused" and "Jinja" in entries["timezone_setting"]["reason"]
     assert entries["frpc_image_version"]["status"] == "not_mapped"
+    assert "inline vault" in entries["frpc_image_version"]["reason"]
     assert entries["proxy_host"] == {"status": "not_mapped", "source": "group_vars/ccc-cluster/vars.yml",
                                      "key": "proxy_host", "target": None, "reason": "no ccc-salt equivalent"}
     assert "timezone" not in site_tree
