@@ -25,6 +25,7 @@ import ccc_node_record
 import ccc_pillar
 import ccc_pins
 import ccc_problems
+import ccc_redact
 import ccc_resolver
 import ccc_rules
 import ccc_safefs
@@ -46,16 +47,14 @@ def _join(comment, notes):
     return comment if not notes else comment + "; " + "; ".join(notes)
 
 
-def apply(client, cluster, node, resolution, test=False, secrets=()):
+def apply(client, cluster, node, resolution, test=False):
     """
     Make Docker match one resolution; ``node``: the node settings (``binds_dir``, where the pin
     sets live). An interrupted recreate of the stack is settled first (``ccc_swap.settle``).
-    ``secrets``: the node's secret values (``ccc_secrets.values``), masked in the log lines a
-    container's problem shows the user.
     """
     try:
         attrs, settled = ccc_swap.settle(client, resolution["stack"], resolution["action"] != "remove", test)
-        outcome = _apply(client, cluster, node, resolution, attrs, test, secrets)
+        outcome = _apply(client, cluster, node, resolution, attrs, test)
         return ccc_swap.with_settled(outcome, settled, test)
     except ccc_engine.ENGINE_ERRORS as exc:
         message = f"{ccc_engine.ENGINE_DOWN} (the admins were told)"
@@ -69,7 +68,7 @@ def apply(client, cluster, node, resolution, test=False, secrets=()):
         return _failure(f"{resolution['stack']}: {message}: {exc}")
 
 
-def _apply(client, cluster, node, resolution, attrs, test, secrets=()):
+def _apply(client, cluster, node, resolution, attrs, test):
     """``attrs``: the container named ``<stack>`` once an interrupted recreate is settled."""
     stack = resolution["stack"]
     if attrs is not None and not ccc_node_record.is_managed(client, attrs):
@@ -80,7 +79,7 @@ def _apply(client, cluster, node, resolution, attrs, test, secrets=()):
         return _failure("; ".join((resolution["admin_errors"] or [resolution["reason"]]) + list(resolution["notes"])))
     if resolution["action"] == "remove":
         return _remove(client, cluster, node, resolution, attrs, test)
-    return _run(client, cluster, node, resolution, attrs, test, secrets)
+    return _run(client, cluster, node, resolution, attrs, test)
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,7 +129,7 @@ def _prepare(cluster, node, resolution, test):
     return pinned, set_id, created
 
 
-def _run(client, cluster, node, resolution, attrs, test, secrets=()):
+def _run(client, cluster, node, resolution, attrs, test):
     """Create or recreate (only when the spec hash changed), start, reattach networks."""
     stack, owner = resolution["stack"], ccc_pillar.file_owner(cluster)
     if resolution.get("storage_missing"):
@@ -168,7 +167,7 @@ def _run(client, cluster, node, resolution, attrs, test, secrets=()):
     overlay = ccc_swarm_engine.join_overlay(client, resolution, node["state_dir"], changes)
     told = resolution if not overlay["user"] else dict(  # a message: a no-op run still rewrites the report
         resolution, user_messages=resolution["user_messages"] + [overlay["user"]])
-    problem = _problem(client, resolution, secrets)
+    problem = _problem(client, resolution)
     ccc_feedback.write_report(dict(told, problem=problem), outcome, owner, changed=bool(changes))
     notes = list(resolution["notes"]) + ([overlay["admin"]] if overlay["admin"] else [])
     if problem and problem.get("summary"):
@@ -185,11 +184,18 @@ def _run(client, cluster, node, resolution, attrs, test, secrets=()):
     return result
 
 
-def _problem(client, resolution, secrets):
-    """The container's problem after the apply (``ccc_problems.observe``), None when all is well."""
+def _problem(client, resolution):
+    """The container's problem after the apply (``ccc_problems.observe``), None when all is well.
+    Its log lines are masked with the values this container was given and nothing else
+    (``ccc_redact.given_secrets``): it never receives the node's other secrets, and masking
+    them would tell it which of its guesses is one."""
     attrs = ccc_engine.inspect(client, resolution["stack"])
     folder = (resolution.get("paths") or {}).get("settings_folder")
-    return ccc_problems.observe(client, attrs, folder, resolution["stack"], secrets) if attrs else None
+    if not attrs:
+        return None
+    given = ccc_redact.given_secrets(resolution["spec"])
+    return ccc_problems.observe(client, attrs, folder, resolution["stack"], given,
+                                last_log=ccc_feedback.last_log(resolution))
 
 
 def _storage_missing(resolution, owner, test):

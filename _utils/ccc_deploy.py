@@ -20,7 +20,6 @@ import logging
 
 import ccc_apply
 import ccc_plan
-import ccc_secrets
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +46,10 @@ def deploy(inputs, stacks, clients, test=False, workers=1):
     whatever it is, never stops the others.
     """
     stacks = list(dict.fromkeys(stacks))
-    secrets = ccc_secrets.values({"ccc": inputs.ccc})  # masked in the container log lines users are shown
 
     def one(stack):
         resolution = ccc_plan.plan(inputs, stack)
-        return ccc_apply.apply(clients(), inputs.cluster, inputs.node, resolution, test=test, secrets=secrets)
+        return ccc_apply.apply(clients(), inputs.cluster, inputs.node, resolution, test=test)
 
     outcomes = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(stacks))),

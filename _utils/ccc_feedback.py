@@ -72,6 +72,20 @@ def read_deploy_record(state_dir, stack, node):
     return record if isinstance(record, dict) else None
 
 
+def last_log(resolution):
+    """The log lines last read for a problem of ``resolution``'s stack on its node, as recorded
+    with its deploy (``record_deploy``; ``ccc_problems.stored_log`` checks them), or None."""
+    paths, node = resolution.get("paths") or {}, resolution.get("node")
+    if not paths.get("last_good_file") or not node:
+        return None
+    record = read_deploy_record(_state_dir(paths), resolution["stack"], node) or {}
+    return record.get("log")
+
+
+def _state_dir(paths):
+    return os.path.dirname(os.path.dirname(paths["last_good_file"]))  # <state_dir>/last-good/<STACK>.json
+
+
 def deploy_records(state_dir, node):
     """``{STACK_NAME: record}`` of every stack this node recorded a deploy of (``record_deploy``)."""
     try:
@@ -92,14 +106,19 @@ def record_deploy(resolution, outcome, when):
     paths, node = resolution.get("paths") or {}, resolution.get("node")
     if not paths.get("last_good_file") or not node:
         return
-    state_dir = os.path.dirname(os.path.dirname(paths["last_good_file"]))  # <state_dir>/last-good/<STACK>.json
+    state_dir = _state_dir(paths)
     problem = (resolution.get("problem") or {}).get("summary")
     placed = resolution.get("action") != "remove" and node in (resolution.get("placement") or [])
     path = deploy_record_path(state_dir, resolution["stack"], node)
     old = read_deploy_record(state_dir, resolution["stack"], node) or {}
-    if old.get("result") == outcome and old.get("problem") == problem and old.get("placed") == placed:
+    # The log lines last read (``ccc_problems.observe``) stay until lines are read again, so how
+    # often a log is read is decided by root's record, not by anything the user can write.
+    log_record = (resolution.get("problem") or {}).get("log_record") or old.get("log")
+    if (old.get("result") == outcome and old.get("problem") == problem and old.get("placed") == placed
+            and old.get("log") == log_record):
         return
-    data = json.dumps({"when": when, "result": outcome, "problem": problem, "placed": placed}, sort_keys=True).encode()
+    data = json.dumps({"when": when, "result": outcome, "problem": problem, "placed": placed, "log": log_record},
+                      sort_keys=True).encode()
     try:
         ccc_safefs.replace_file(path, data, 0o600, root=state_dir)
     except OSError as exc:

@@ -2,7 +2,18 @@
 What went wrong with a compute container, in words for its user and the admins: it exited with
 an error, Docker keeps restarting it, or the CCC image's boot status file
 (``~/.containers/<STACK>.status``, companions A.6) says its boot failed; with the last lines of
-its log, bounded, on one line each, every secret value of the node's pillar masked.
+its log, bounded, on one line each, the secret values that container was given masked
+(``ccc_redact.given_secrets``). Only those: the container prints what it likes, so masking any
+other secret of the node would answer "is this guess a secret?" (docs/security.md).
+
+Log lines are masked in their normal form (``screen_line``: what a terminal shows of the line),
+so escapes, carriage returns, backspaces or NULs inside a value do not hide it from the mask.
+A value split over lines or encoded is not masked: the container holds its values and can
+always show them somehow; the mask keeps a program's echo of its settings out of the report.
+
+The log is read again only for a new or changed problem (``log_due``), and for a boot problem
+(the status file is the user's to write) at most every ``BOOT_LOG_INTERVAL_S``; otherwise the
+lines last read (root's deploy record, ``ccc_feedback.last_log``) are shown with their time.
 
 Why here: the README's open TODO of the original ("redirect container logging output to the
 user") - users only saw a silent container. The decisions (``container_problem``,
@@ -16,6 +27,7 @@ them together for ``ccc_apply`` (the ``.deploy`` report) and ``ccc_stack_overvie
 import datetime
 import os
 import re
+import unicodedata
 
 import ccc_safefs
 import ccc_secrets
@@ -35,7 +47,14 @@ RESTARTS_REPORTED = 3
 STOP_EXIT_CODES = (0, 137, 143, 255)
 FAILED_BOOT_LINE = "failed boot - running with last known working ENVs"
 _BOOTING = re.compile(r"booting ([0-9]{1,9})")
-_CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|[\x00-\x08\x0b-\x1f\x7f\u0080-\u009f\u2028\u2029]")
+# Terminal escape sequences: CSI (ESC [ or 8-bit CSI), OSC/DCS/SOS/PM/APC strings up to BEL or
+# ESC backslash (or the line's end), and the two-character escapes. A terminal shows none of them.
+_ESCAPE = re.compile(r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]?")
+# Characters a terminal does not show: controls, line/paragraph separators, format characters
+# (zero-width spaces and joiners, bidi overrides, soft hyphen, BOM).
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+TAB = "    "
+BOOT_LOG_INTERVAL_S = 600  # a boot problem (the user's status file) reads the log at most this often
 NEVER = "0001-01-01T00:00:00Z"
 
 
@@ -124,17 +143,49 @@ def container_problem(attrs, now=None):
     return None
 
 
+def screen_line(text):
+    """
+    The normal form of one log line: what a terminal shows of it, one column per character.
+    Escape sequences and invisible characters (``_HIDDEN_CATEGORIES``: NUL, bell, zero-width,
+    bidi controls...) are dropped, a carriage return goes back to the line's start and a
+    backspace one character back, later characters overwriting earlier ones; a tab is
+    ``TAB``. Trailing blanks are removed.
+    """
+    if text.isascii() and text.isprintable():
+        return text.rstrip()
+    cells, column = [], 0
+    for char in _ESCAPE.sub("", text):
+        if char == "\r":
+            column = 0
+            continue
+        if char == "\b":
+            column = max(0, column - 1)
+            continue
+        if char == "\t":
+            char = TAB
+        elif unicodedata.category(char) in _HIDDEN_CATEGORIES:
+            continue
+        for cell in char:
+            if column < len(cells):
+                cells[column] = cell
+            else:
+                cells.append(cell)
+            column += 1
+    return "".join(cells).rstrip()
+
+
 def log_lines(raw, secrets, max_lines=LOG_LINES, max_bytes=LOG_BYTES):
     """
-    The last lines of a container's log for a report: decoded, every secret masked (before
-    anything is cut, so no cut leaves part of one), control characters and terminal escapes
-    removed, each line at most ``LINE_CHARS`` characters, at most ``max_lines`` lines and
-    ``max_bytes`` bytes (the newest kept).
+    The last lines of a container's log for a report: decoded, each line in its normal form
+    (``screen_line``), then every value of ``secrets`` masked (the values that container was
+    given, ``ccc_redact.given_secrets``: after normalising, so no escape or control character
+    inside a value hides it; before anything is cut, so no cut leaves part of one), each line
+    at most ``LINE_CHARS`` characters, at most ``max_lines`` lines and ``max_bytes`` bytes (the
+    newest kept).
     """
-    text = ccc_secrets.mask((raw or b"").decode("utf-8", errors="replace"), secrets)
     lines = []
-    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
-        line = _CONTROL.sub("", line).replace("\t", "    ").rstrip()
+    for line in (raw or b"").decode("utf-8", errors="replace").split("\n"):
+        line = ccc_secrets.mask(screen_line(line), secrets)
         if line:
             lines.append(line if len(line) <= LINE_CHARS else line[:LINE_CHARS - 1] + "…")
     kept, used = [], 0
@@ -144,6 +195,33 @@ def log_lines(raw, secrets, max_lines=LOG_LINES, max_bytes=LOG_BYTES):
             break
         kept.append(line)
     return kept[::-1]
+
+
+def stored_log(record):
+    """The log lines last read for a problem as root recorded them (``log_record``), checked:
+    ``{"summary", "read" (epoch s, root's clock), "lines"}``, or None."""
+    if not isinstance(record, dict):
+        return None
+    summary, read, lines = record.get("summary"), record.get("read"), record.get("lines")
+    if (not isinstance(summary, str) or isinstance(read, bool) or not isinstance(read, (int, float))
+            or not isinstance(lines, list) or not all(isinstance(line, str) for line in lines)):
+        return None
+    return {"summary": summary, "read": read, "lines": [line[:LINE_CHARS] for line in lines[-LOG_LINES:]]}
+
+
+def log_due(kind, summary, last, now_s):
+    """
+    Whether the log is read for this problem (else the lines of ``last``, ``stored_log``, are
+    shown): a problem seen before keeps its lines; a new or changed one reads them, except that
+    a boot problem, which the user's status file makes, reads them at most every
+    ``BOOT_LOG_INTERVAL_S`` (a status file must not make every apply read the log). A Docker
+    problem changes only when the container crashes or restarts again.
+    """
+    if last is None:
+        return True
+    if last["summary"] == summary:
+        return False
+    return kind != "boot" or not 0 <= now_s - last["read"] < BOOT_LOG_INTERVAL_S
 
 
 def advice(stack, problem_kind):
@@ -206,18 +284,32 @@ def read_log(client, container_id, lines=LOG_LINES):
     return b"".join(chunks)[:LOG_READ_MAX]
 
 
-def observe(client, attrs, folder, stack, secrets, now=None, with_log=True):
+def observe(client, attrs, folder, stack, secrets, now=None, with_log=True, last_log=None):
     """
     The problem of one container, or None: ``{"summary", "advice", "log": [lines], "note"}``
-    (``note``: why the status file was ignored). ``folder``: the user's settings folder
-    (``ccc_userdirs`` entry) or None; ``secrets``: values to mask (``ccc_secrets.values``).
+    (``note``: why the status file was ignored), with ``log_record`` (what root records of the
+    lines: ``stored_log``) and ``log_as_of`` (when the lines shown were read, only when they
+    were read for an earlier problem). ``folder``: the user's settings folder (``ccc_userdirs``
+    entry) or None; ``secrets``: the values the container was given
+    (``ccc_redact.given_secrets``); ``last_log``: the lines recorded last time
+    (``ccc_feedback.last_log``).
     """
     status, note = read_boot_status(folder, stack) if folder else (None, None)
+    now = now or datetime.datetime.now(datetime.timezone.utc)
     found = container_problem(attrs, now)
     kind = "container"
     if found is None:
         found, kind = boot_problem(status), "boot"
     if found is None:
         return {"summary": None, "note": note} if note else None
-    log = log_lines(read_log(client, attrs["Id"]), secrets) if with_log and attrs else []
-    return {"summary": ccc_secrets.mask(found, secrets), "advice": advice(stack, kind), "log": log, "note": note}
+    problem = {"summary": found, "advice": advice(stack, kind), "log": [], "note": note}
+    if not (with_log and attrs):
+        return problem
+    last = stored_log(last_log)
+    if log_due(kind, found, last, now.timestamp()):
+        last = {"summary": found, "read": now.timestamp(),
+                "lines": log_lines(read_log(client, attrs["Id"]), secrets)}
+    elif last["summary"] != found:
+        problem["log_as_of"] = datetime.datetime.fromtimestamp(last["read"], datetime.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC")
+    return dict(problem, log=last["lines"], log_record=last)

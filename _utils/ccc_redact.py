@@ -3,6 +3,9 @@ The one redaction rule for everything ccc-salt displays: plans, ``resolve``, tes
 
 Plans and diffs end up in job caches, event buses and terminals, so the values of the admin's
 ``EXTRA_ENVS`` (tokens), ``*.password`` labels and FRP basic-auth ``pass`` values are masked.
+The same rule says which values a compute container was given (``given_secrets``): only those
+are masked in its log lines (``ccc_problems``), never the node's other secrets, which the
+container never receives (masking those would tell it which guess is a secret).
 """
 
 import json
@@ -24,6 +27,25 @@ def redact(data):
     ``pass`` values become ``***`` (unset stays unset, so a diff still shows that one changed).
     """
     return _redacted(json.loads(json.dumps(data)), None)
+
+
+# A given value shorter than this is not masked in a container's log: a flag ("1", "yes") would
+# blank every occurrence of a common word and hides nothing the container does not hold anyway.
+MIN_MASKED_CHARS = 4
+
+
+def given_secrets(spec):
+    """
+    The values a spec gives its container that ``redact`` masks (its environment outside
+    ``SHOWN_ENV``, ``*.password`` labels) and that are at least ``MIN_MASKED_CHARS`` long,
+    longest first: what to mask in that container's log lines, and nothing else.
+    """
+    found = set()
+    for section in ("environment", "labels"):
+        for name, value in ((spec or {}).get(section) or {}).items():
+            if _is_secret(section, name) and isinstance(value, str) and len(value) >= MIN_MASKED_CHARS:
+                found.add(value)
+    return sorted(found, key=lambda value: (-len(value), value))
 
 
 def _redacted(value, section):

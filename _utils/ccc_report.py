@@ -8,6 +8,7 @@ import json
 import os
 import re
 
+import ccc_problems
 import ccc_quote
 import ccc_schema
 
@@ -132,7 +133,8 @@ PROBLEM_LABEL = "problem: "
 def problem_lines(problem):
     """
     The report lines of a container's problem (``ccc_problems.observe``): what is wrong, what
-    the user can do, the last lines of its log (already bounded and masked; each ``  | ``).
+    the user can do, the last lines of its log (already bounded and masked; each ``  | ``), with
+    the time they were read when that was for an earlier problem (``log_as_of``).
     """
     if not problem:
         return []
@@ -143,7 +145,12 @@ def problem_lines(problem):
     if problem.get("note"):
         lines.append("boot status: " + ccc_quote.clip_text(problem["note"], MAX_LINE_CHARS))
     if problem.get("log"):
-        lines.append("last log lines (newest last):")
+        if problem.get("log_as_of"):
+            lines.append(f"last log lines (as read at {ccc_quote.clip_text(problem['log_as_of'])}; the log is read "
+                         f"again for a changed boot status at most every {ccc_problems.BOOT_LOG_INTERVAL_S // 60} "
+                         "minutes; newest last):")
+        else:
+            lines.append("last log lines (newest last):")
         lines.extend(f"  | {ccc_quote.one_line(line)}" for line in problem["log"])
     return lines
 

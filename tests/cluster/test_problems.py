@@ -2,7 +2,10 @@
 to an image whose entrypoint prints a line with one of the site's secrets and exits 1. Docker
 restarts it over and over; the ccc_docker beacon's crash event has the master redeploy the
 stack, and the user's ``.deploy`` report says what is wrong, what to do and shows the log's last
-lines with the secret masked; ``salt-run ccc.status`` shows it (text and JSON) and exits non-zero;
+lines as printed: the container was never given that secret, so masking it there would tell the
+user their guess is one (only what a container was given is masked, tests/integration/
+test_problem_log_masking.py); the admins' outputs never show a log line; ``salt-run ccc.status``
+shows it (text and JSON) and exits non-zero;
 two reconciles leave the container as it is (same id). Then the image's boot status file, which
 the user controls: a ``failed boot`` line is reported, a FIFO or a symlink in its place is
 ignored without hanging and without being followed."""
@@ -102,8 +105,7 @@ def test_a_crashing_container_is_reported_with_its_log_shown_in_status_and_left_
     print(f"crash reported {time.monotonic() - started:.1f} s after the settings edit")
     assert wait_for(lambda: "  | fatal: cannot start jupyter" in report_text(user_files), timeout=REPORT_TIMEOUT)
     text = report_text(user_files)
-    assert "  | starting the crash test\n  | token=***\n  | fatal: cannot start jupyter" in text
-    assert secret not in text
+    assert f"  | starting the crash test\n  | token={secret}\n  | fatal: cannot start jupyter" in text  # no oracle
     assert f"what you can do: read the log lines below; fix or undo your last change in ~/.containers/{STACK}.yml" in text
     assert f"image: {crash_image}" in text
 

@@ -9,6 +9,7 @@ import threading
 
 import ccc_feedback  # noqa: E402
 import ccc_problems  # noqa: E402
+import ccc_redact  # noqa: E402
 import ccc_report  # noqa: E402
 import ccc_swap  # noqa: E402
 
@@ -98,6 +99,101 @@ def test_a_secret_split_across_no_line_is_masked_before_clipping():
     raw = (b"a" * 230 + SECRET.encode() + b"\n")
     (line,) = ccc_problems.log_lines(raw, [SECRET])
     assert "s3cr3t" not in line and line.startswith("a" * 230 + "***")
+
+
+# --------------------------------------------------------------------------------------------
+# masked: only what the container was given, in the text's normal form
+
+
+GIVEN = "hf_given_token_5e2a"
+
+
+def test_a_container_is_masked_with_the_values_it_was_given_and_nothing_else():
+    spec = {"environment": {"USER_NAME": "ana", "CONTAINER_NAME": "ana-main", "HF_TOKEN": GIVEN, "DEBUG": "1",
+                            "INSTALL_PACKAGES": "htop vim"},
+            "labels": {"frp.6006.http.password": "change-me", "frp.6006.http.username": "ana", "ccc.stack": "ana-main"}}
+    assert ccc_redact.given_secrets(spec) == [GIVEN, "change-me"]  # a flag like "1" would blank every digit
+    assert ccc_redact.given_secrets({}) == []
+
+
+def test_values_split_by_escapes_and_controls_are_masked_after_normalising():
+    given = GIVEN[:5], GIVEN[5:]
+    raw = "\n".join([
+        f"plain {GIVEN}",
+        f"ansi {given[0]}\x1b[1;31m{given[1]}\x1b[0m",
+        f"osc \x1b]0;window title\x07{given[0]}\x1b]8;;http://x\x1b\\{given[1]}",
+        f"nul {given[0]}\x00{given[1]}\x07",
+        f"zero-width {given[0]}\u200b\u202e{given[1]}",
+        f"backspace {given[0]}X\b{given[1]}",
+        f"return ----------------------------------\rreturn {GIVEN}",
+        f"overwritten {GIVEN}\r{'#' * 40}",  # a terminal shows only the hashes: so does the report
+        "guess: admin monitor demo-monitor-password",
+    ]).encode()
+    lines = ccc_problems.log_lines(raw, [GIVEN])
+    assert lines == ["plain ***", "ansi ***", "osc ***", "nul ***", "zero-width ***", "backspace ***",
+                     "return ***" + "-" * 15, "#" * 40,
+                     "guess: admin monitor demo-monitor-password"]  # not given: shown as it is, no oracle
+
+
+def test_the_normal_form_is_what_a_terminal_shows():
+    screen = ccc_problems.screen_line
+    assert screen("10%\r20%\r100%") == "100%"  # a progress bar is its last state, not three lines
+    assert screen("spin |\b/\b-\bdone") == "spin done"
+    assert screen("a\tb\x1b[2K\x1b(B\x7f\x9b31mc\u2028") == "a    bc"
+    assert screen("\x1b]0;unterminated title") == ""
+
+
+# --------------------------------------------------------------------------------------------
+# the log is read for a new problem only; a boot status the user writes cannot force reads
+
+
+def test_a_known_problem_keeps_its_lines_and_only_a_new_one_reads_the_log(tmp_path):
+    folder, path = folder_of(tmp_path)
+    client = Logs(f"first crash {GIVEN}\n")
+    crash = attrs(restarting=True, restarts=3)
+    first = ccc_problems.observe(client, crash, folder, "box", [GIVEN], NOW)
+    assert first["log"] == ["first crash ***"] and len(client.calls) == 1 and "log_as_of" not in first
+    client.text = "later lines\n"
+    again = ccc_problems.observe(client, crash, folder, "box", [GIVEN], NOW, last_log=first["log_record"])
+    assert again["log"] == ["first crash ***"] and len(client.calls) == 1  # the same problem: not read
+    worse = ccc_problems.observe(client, attrs(restarting=True, restarts=4), folder, "box", [GIVEN], NOW,
+                                 last_log=first["log_record"])
+    assert worse["log"] == ["later lines"] and len(client.calls) == 2  # Docker restarted it again: read
+
+
+def test_a_changing_status_file_reads_the_log_at_most_every_interval(tmp_path):
+    folder, path = folder_of(tmp_path)
+    client = Logs("boot output 1\n")
+    running = attrs(running=True)
+    (path / "box.status").write_text("booting 3\n")
+    first = ccc_problems.observe(client, running, folder, "box", [], NOW)
+    assert first["log"] == ["boot output 1"] and len(client.calls) == 1
+    client.text = "guess 2\n"
+    soon = NOW + datetime.timedelta(seconds=ccc_problems.BOOT_LOG_INTERVAL_S - 1)
+    for line in ("booting 4\n", "failed boot - running with last known working ENVs\n"):
+        (path / "box.status").write_text(line)
+        shown = ccc_problems.observe(client, running, folder, "box", [], soon, last_log=first["log_record"])
+        assert shown["log"] == ["boot output 1"] and shown["log_as_of"] == "2026-12-03 12:00:00 UTC"
+        assert shown["log_record"] == first["log_record"]
+        assert "last log lines (as read at 2026-12-03 12:00:00 UTC; " in "\n".join(ccc_report.problem_lines(shown))
+    assert len(client.calls) == 1
+    later = ccc_problems.observe(client, running, folder, "box", [], soon + datetime.timedelta(seconds=1),
+                                 last_log=first["log_record"])
+    assert later["log"] == ["guess 2"] and "log_as_of" not in later and len(client.calls) == 2
+    assert ccc_problems.stored_log({"summary": "x", "read": True, "lines": []}) is None  # a record is checked
+    assert ccc_problems.stored_log({"summary": "x", "read": 1, "lines": ["a", 2]}) is None
+
+
+def test_the_lines_read_are_kept_in_roots_record_across_reports_without_a_problem(tmp_path):
+    (tmp_path / "state").mkdir()
+    folder, _ = folder_of(tmp_path / "f")
+    told, path = resolution(tmp_path)
+    problem = ccc_problems.observe(Logs("boom\n"), attrs(code=1), folder, "box", [], NOW)
+    assert ccc_feedback.write_report(dict(told, problem=problem), "left stopped", None)
+    assert ccc_feedback.last_log(told) == problem["log_record"]
+    assert ccc_feedback.write_report(told, "started", None)  # no problem now: the last read is still known
+    assert ccc_feedback.last_log(told) == problem["log_record"]
+    assert "problem:" not in (path / "box.deploy").read_text()
 
 
 # --------------------------------------------------------------------------------------------
