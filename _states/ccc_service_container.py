@@ -25,10 +25,17 @@ recreates it when anything differs (starts it when it is only stopped). ``absent
 its secret env file; ``pruned`` removes the role's containers (by label) that are not kept.
 A container of that name without the role's label is foreign: both fail
 and leave it alone. Secret values are read here from pillar by key and masked in every message.
+
+A spec with ``docker_api: <profile>`` gets its own filtering proxy first (``ccc_docker_api``:
+haproxy under systemd, socket ``/run/ccc-docker-api/<name>.sock`` bound at
+``/var/run/docker.sock``); the container is made only once that socket is there. ``absent`` and
+``pruned`` remove the proxy with the container.
 """
 
 import os
 
+import ccc_docker_api
+import ccc_docker_api_host as api_host
 import ccc_engine
 import ccc_frp
 import ccc_pillar
@@ -62,7 +69,8 @@ def _guarded(name, work):
     client = ccc_engine.client(node)
     try:
         return work(client)
-    except (svc.BadSpec, ccc_secrets.MissingSecret, ccc_secrets.InvalidSecret) as exc:
+    except (svc.BadSpec, ccc_secrets.MissingSecret, ccc_secrets.InvalidSecret, ccc_docker_api.BadProfile,
+            api_host.ProxyFailed) as exc:
         return ccc_state_ret.result(name, False, {}, _masked(str(exc)))
     except Exception as exc:
         problem = ccc_engine.engine_problem(exc, node["docker_url"])
@@ -161,15 +169,20 @@ def _running(client, name, spec):
     inline = values if spec["secret_env_inline"] else {}
     want = svc.wanted(spec, image_config, inline)
     env_text, secret_changes = _env_file_state(spec, values)
+    proxy = _proxy(spec, test)
     found = svc.differences(attrs, want, image_id, secret_keys=set(inline)) + secret_changes if attrs else []
     if attrs and not found and not ccc_engine.running(attrs):
-        return _start(client, name, attrs, test)
+        return _start(client, name, attrs, test, proxy)
     if attrs and not found:
         if env_text is not None and not test:
             _write_env_file(svc.env_file_path(name), env_text)  # same values, the mode is repaired
+        if proxy:
+            return ccc_state_ret.result(name, None if test else True, {"docker api proxy": proxy},
+                                        f"{name} runs as configured; its Docker API proxy "
+                                        f"{'would be' if test else 'was'} set up")
         return ccc_state_ret.result(name, True, {}, f"{name} runs as configured")
     verb = "recreated" if attrs else "created"
-    changes = {verb: name, **({"differences": found} if found else {})}
+    changes = {verb: name, **({"differences": found} if found else {}), **({"docker api proxy": proxy} if proxy else {})}
     if test:
         return ccc_state_ret.result(name, None, changes, _masked(f"{name} would be {verb}"))
     if env_text is not None:
@@ -180,11 +193,32 @@ def _running(client, name, spec):
     return ccc_state_ret.result(name, True, changes, _masked(f"{name} {verb}"))
 
 
-def _start(client, name, attrs, test):
+def _proxy(spec, test):
+    """The container's Docker API proxy made ready (``docker_api``), or in test mode what would
+    change; a list of phrases, empty when nothing changes or the spec asks for none."""
+    if spec["docker_api"] is None:
+        return []
+    url = ccc_pillar.node_settings(_ccc(), __grains__["id"])["docker_url"]
     if test:
-        return ccc_state_ret.result(name, None, {"started": name}, f"{name} is stopped and would be started")
+        return api_host.pending(spec["name"], spec["docker_api"], url, __salt__["cmd.run_all"])
+    return api_host.ensure(spec["name"], spec["docker_api"], url, __salt__["cmd.run_all"])
+
+
+def _start(client, name, attrs, test, proxy):
+    changes = {"started": name, **({"docker api proxy": proxy} if proxy else {})}
+    if test:
+        return ccc_state_ret.result(name, None, changes, f"{name} is stopped and would be started")
     client.api.start(attrs["Id"])
-    return ccc_state_ret.result(name, True, {"started": name}, f"{name} was stopped and is started")
+    return ccc_state_ret.result(name, True, changes, f"{name} was stopped and is started")
+
+
+def _remove_proxy(name, test):
+    """The container's proxy, when the node has one, is removed (``{}`` or the change)."""
+    if not api_host.present(name):
+        return {}
+    if not test:
+        api_host.remove(name, __salt__["cmd.run_all"])
+    return {"docker api proxy removed": ccc_docker_api.socket_unit(name)}
 
 
 def absent(name, role, former_roles=None):
@@ -200,15 +234,17 @@ def _absent(client, name, spec):
         return _foreign(name, attrs, spec)
     env_file = svc.env_file_path(name)
     has_file = os.path.lexists(env_file)
-    if not attrs and not has_file:
+    if not attrs and not has_file and not api_host.present(name):
         return ccc_state_ret.result(name, True, {}, f"{name} is not there")
     changes = {**({"removed": name} if attrs else {}), **({"secret env file removed": env_file} if has_file else {})}
     if test:
+        changes.update(_remove_proxy(name, test))
         return ccc_state_ret.result(name, None, changes, f"{name} would be removed")
     if attrs:
         client.api.remove_container(attrs["Id"], force=True)
     if has_file:
         os.unlink(env_file)
+    changes.update(_remove_proxy(name, test))
     return ccc_state_ret.result(name, True, changes, f"{name} removed")
 
 
@@ -232,4 +268,5 @@ def _pruned(client, name, role, keep):
         client.api.remove_container(container_id, force=True)
         if os.path.lexists(svc.env_file_path(container)):
             os.unlink(svc.env_file_path(container))
+        _remove_proxy(container, test)
     return ccc_state_ret.result(name, True, {"removed": removed}, f"removed {', '.join(removed)}")

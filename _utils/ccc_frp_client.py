@@ -4,8 +4,10 @@ as CCC's frpc image expects it (``ccc-companions.md`` C.3), turned into role-con
 (``ccc_service_containers``). Pure: the role's settings, the node's minion id and a
 ``present(path)`` test for secrets in; specs and service lists out.
 
-Fixed against the original: docker.sock is bound read-only (frpc's docker-gen only watches it), the
-token and the basic-auth credentials reach frpc as secret env (never in ``docker inspect``).
+Fixed against the original: frpc never gets docker.sock (a read-only bind of a socket limits
+nothing) but its own filtering proxy (``docker_api: frpc``: the calls docker-gen makes, all
+reads, ``ccc_docker_api``); the token and the basic-auth credentials reach frpc as secret env
+(never in ``docker inspect``).
 """
 
 import re
@@ -14,7 +16,6 @@ import ccc_frp
 
 ROLE = "frp_client"
 LOG_TARGET = "/var/log/frpc"
-DOCKER_SOCKET = "/var/run/docker.sock"
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error")
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -45,7 +46,7 @@ def container_specs(settings, node_id, present):
     """
     The spec of each frpc container on node ``node_id``: server, prefix (= the node name), log
     file and network in env; the token and every ``ccc_frp.AUTH`` credential ``present`` finds as
-    secret env; the log folder and the Docker socket (read-only) bound; restart always.
+    secret env; the log folder bound, the Docker API through the ``frpc`` allowlist; restart always.
     """
     settings = settings or {}
     server, port = settings.get("server_address"), settings.get("server_port")
@@ -68,8 +69,8 @@ def container_specs(settings, node_id, present):
             "name": entry["container_name"], "image": settings.get("image") or "lukacu/frpc:latest", "role": ROLE,
             "env": env, "secret_env": dict(secret_env),
             "networks": [{"name": entry["network"], "aliases": []}],
-            "binds": [{"source": settings.get("log_dir") or LOG_TARGET, "target": LOG_TARGET, "read_only": False},
-                      {"source": DOCKER_SOCKET, "target": DOCKER_SOCKET, "read_only": True}],
+            "binds": [{"source": settings.get("log_dir") or LOG_TARGET, "target": LOG_TARGET, "read_only": False}],
+            "docker_api": "frpc",
             "restart": "always",
         })
     return specs

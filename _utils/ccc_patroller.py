@@ -8,8 +8,11 @@ Decisions against the original deployment (ccc-ansible-behaviour §1.12, B20, S1
 
 * **Not privileged.** Patroller needs ``nvidia-smi`` (the GPUs come through the device request
   and the NVIDIA runtime, not through privileges), host PIDs to read ``/proc/<pid>/cgroup`` of
-  GPU processes (``pid_mode: host``; those files are world-readable) and the Docker API (the
-  socket bind). ``privileged`` would add every device and capability on top, for nothing.
+  GPU processes (``pid_mode: host``; those files are world-readable) and to read containers from
+  the Docker API. ``privileged`` would add every device and capability on top, for nothing.
+* **Never docker.sock.** Its API is unauthenticated on the claims network every compute
+  container joins, so a bug in it must not be host root: it gets its own filtering proxy
+  (``docker_api: patroller``: ping, version, the container list and inspect; ``ccc_docker_api``).
 * **No ``bridge`` network.** Patroller talks to dockerd over the bound socket, compute containers
   reach it on the claims network and frpc on the proxy network. The default bridge would only
   open it to every container started without a network, and Patroller names a caller by its IP
@@ -32,7 +35,6 @@ PORT = 80
 ALIASES = ["claims", "reservation"]  # ccc-tools' default host is http://claims
 USER_LABELS = "ccc-user.email"  # labels ccc-salt puts on every compute container
 USER_INFO_LABELS = "ccc-user.name,ccc-user.mentor"
-DOCKER_SOCKET = "/var/run/docker.sock"
 # The original's log limits: 10 MB x 5 files, compressed.
 LOG_CONFIG = {"type": "json-file", "config": {"max-size": "10m", "max-file": "5", "compress": "true"}}
 PARQUET = "occupancy_data.parquet"
@@ -156,8 +158,7 @@ def claims_spec(checked, node_name, compute_devices):
                 "PATROLLER_LEASE": str(checked["lease"]), "NVIDIA_VISIBLE_DEVICES": visible},
         "labels": ccc_frp.service_labels(PORT, f"{node_name}-monitor", "/", auth="monitor", health_check=False),
         "secret_env": {}, "networks": networks,
-        # read-only limits nothing on a socket (the API stays whole); Patroller only reads from it
-        "binds": [{"source": DOCKER_SOCKET, "target": DOCKER_SOCKET, "read_only": True}],
+        "binds": [], "docker_api": "patroller",
         "pid_mode": "host", "privileged": False, "device_requests": requests, "exposed_ports": [PORT],
         "ports": {}, "restart": "always", "log_config": LOG_CONFIG, "extra_hosts": {},
     }

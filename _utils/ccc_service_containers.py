@@ -18,6 +18,9 @@ The spec (``normalize`` checks it and fills the defaults)::
     device_requests [{driver, device_ids, count, capabilities}], exposed_ports [int],
     ports {"9001/tcp": [ip, port]}, restart ("always"|"unless-stopped"),
     log_config {type, config}, extra_hosts {name: ip}
+    docker_api (null|profile)  the Docker API through its own filtering proxy socket, bound at
+                               /var/run/docker.sock (``ccc_docker_api``); the engine's socket
+                               itself is never a bind source of a role container
 
 Secret env without ``secret_env_inline`` reaches the process through a root-only env file bound
 read-only at ``ENV_TARGET``, sourced by a ``/bin/sh`` wrapper around the image's entrypoint, so
@@ -26,6 +29,8 @@ read-only at ``ENV_TARGET``, sourced by a ``/bin/sh`` wrapper around the image's
 
 import re
 import shlex
+
+import ccc_docker_api
 
 ROLE_LABEL = "ccc.cluster-role"
 SECRET_DIR = "/etc/ccc-salt/secrets/containers"
@@ -38,7 +43,7 @@ DEFAULTS = {
     "former_roles": [], "hostname": None, "command": None, "env": {}, "labels": {}, "secret_env": {},
     "secret_env_inline": False, "networks": [], "binds": [], "pid_mode": None, "privileged": False,
     "device_requests": [], "exposed_ports": [], "ports": {}, "restart": "always", "log_config": None,
-    "extra_hosts": {},
+    "extra_hosts": {}, "docker_api": None,
 }
 
 
@@ -71,6 +76,7 @@ def normalize(spec):
         raise BadSpec(f"{name}: pid_mode must be null or host")
     out["networks"] = [_network(item, name) for item in out["networks"]]
     out["binds"] = [_bind(item, name) for item in out["binds"]]
+    _docker_api(out)
     out["device_requests"] = [_device_request(item, name) for item in out["device_requests"]]
     out["exposed_ports"] = sorted({int(port) for port in out["exposed_ports"]})
     out["ports"] = {_port_key(key, name): [str(ip), int(port)] for key, (ip, port) in out["ports"].items()}
@@ -117,6 +123,22 @@ def _bind(item, name):
             and str(item.get("target", "")).startswith("/")):
         raise BadSpec(f"{name}: each bind needs absolute source and target paths")
     return {"source": item["source"], "target": item["target"], "read_only": bool(item.get("read_only"))}
+
+
+def _docker_api(spec):
+    """The engine's socket is never bound (only a filtering proxy's, through ``docker_api``)."""
+    name = spec["name"]
+    for item in spec["binds"]:
+        if item["source"] in ccc_docker_api.ENGINE_SOCKETS or item["source"].startswith(ccc_docker_api.SOCKET_DIR + "/"):
+            raise BadSpec(f"{name}: bind {item['source']} is the Docker engine's socket or a proxy's: ask for "
+                          "docker_api: <profile> instead (a role container never gets the whole API)")
+        if spec["docker_api"] is not None and item["target"] == ccc_docker_api.TARGET:
+            raise BadSpec(f"{name}: {ccc_docker_api.TARGET} is where docker_api's socket goes")
+    if spec["docker_api"] is not None:
+        try:
+            ccc_docker_api.check(name, spec["docker_api"])
+        except ccc_docker_api.BadProfile as exc:
+            raise BadSpec(str(exc)) from None
 
 
 def _device_request(item, name):
@@ -197,6 +219,8 @@ def wanted(spec, image_config, inline_secrets=None):
     binds = list(spec["binds"])
     if uses_env_file(spec):
         binds.append({"source": env_file_path(spec["name"]), "target": ENV_TARGET, "read_only": True})
+    if spec["docker_api"] is not None:
+        binds.append(ccc_docker_api.bind(spec["name"]))
     exposed = {f"{port}/tcp" for port in spec["exposed_ports"]} | set(spec["ports"])
     exposed |= set(image_config.get("ExposedPorts") or {})
     return {

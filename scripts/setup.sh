@@ -19,6 +19,7 @@ command -v ip >/dev/null || need_apt+=(iproute2)
 command -v iptables >/dev/null || need_apt+=(iptables)
 command -v netplan >/dev/null || [[ -x /usr/sbin/netplan ]] || need_apt+=(netplan.io)   # the netplan role's tests validate with netplan generate
 if ((with_tests)) && ! command -v ansible-vault >/dev/null; then need_apt+=(ansible-core); fi   # the migration tests read vaults ansible-vault writes
+if ((with_tests)) && ! [[ -x /usr/sbin/haproxy ]]; then need_apt+=(haproxy); fi   # the role containers' Docker API proxy (tests/unit/test_docker_api_proxy.py)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
     echo "== apt-get install ${need_apt[*]}"

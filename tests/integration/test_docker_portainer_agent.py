@@ -4,6 +4,9 @@ masterless salt-call for sample node1 with the agent switched on (nothing applie
 fed to the state module against the private dockerd. The real agent image cannot be pulled here:
 the local stand-in ``ccc-test/tiny:1`` (tests/images/build.sh, a static busybox that sleeps) is
 tagged under the configured image name, so what is checked is the container, not the agent program.
+The agent's Docker API proxy is a systemd unit (this host has no systemd): its spec is checked here
+and the container made here without it; the proxy itself, and the attack through it from inside the
+deployed agent, are in tests/nodes/test_portainer_agent.py.
 
 What an admin sees: created running with the configured publish address, mounts, restart policy
 and AGENT_SECRET (the one inline secret env: the agent image has no shell); a second run changes
@@ -38,9 +41,12 @@ def rendered(tmp_path_factory):
     agent = {"enabled": True, "name": NAME, "image": IMAGE, "publish_ip": "127.0.0.1", "publish_port": 9001}
     salt = SaltNode(tmp, "node1", DEAD, tmp / "storage", extra_ccc={"docker": {"portainer_agent": agent}})
     on, _ = salt.salt_call("state.show_sls", "cluster.docker.portainer")
+    salt.write_pillar(dict(salt.extra_ccc, docker={"portainer_agent": dict(agent, docker_api="full")}))
+    full, _ = salt.salt_call("state.show_sls", "cluster.docker.portainer")
     salt.write_pillar(dict(salt.extra_ccc, docker={"portainer_agent": dict(agent, enabled=False)}))
     off, _ = salt.salt_call("state.show_sls", "cluster.docker.portainer")
-    return {"on": on["ccc-cluster-docker-portainer-agent"], "off": off["ccc-cluster-docker-portainer-agent"]}
+    return {"on": on["ccc-cluster-docker-portainer-agent"], "off": off["ccc-cluster-docker-portainer-agent"],
+            "full": full["ccc-cluster-docker-portainer-agent"]}
 
 
 def args(state):
@@ -53,6 +59,11 @@ def test_the_sls_asks_for_the_agent_with_its_secret_by_key_only(rendered):
     spec = args(rendered["on"])["spec"]
     assert spec["secret_env"] == {"AGENT_SECRET": ["portainer", "agent_secret"]} and spec["secret_env_inline"] is True
     assert spec["ports"] == {"9001/tcp": ["127.0.0.1", 9001]} and spec["role"] == "docker"
+    # never docker.sock: the read-only allowlist by default, the volumes folder read-only too
+    assert spec["docker_api"] == "portainer-read-only"
+    assert spec["binds"] == [{"source": "/var/lib/docker/volumes", "target": "/var/lib/docker/volumes", "read_only": True}]
+    full = args(rendered["full"])["spec"]  # the admin's explicit choice: every call
+    assert full["docker_api"] == "portainer-full" and full["binds"][0]["read_only"] is False
     assert args(rendered["off"]) == {"name": NAME, "role": "docker", "former_roles": ["docker-portainer-agent"]}
 
 
@@ -80,7 +91,7 @@ def agent(daemon, tmp_path, rendered, secret=SECRET, test=False, enabled=True, p
     module.__pillar__, module.__grains__, module.__opts__ = {"ccc": ccc}, {"id": "node1"}, {"test": test}
     if not enabled:
         return module.absent(**args(rendered["off"]))
-    spec = dict(args(rendered["on"])["spec"], ports={"9001/tcp": ["127.0.0.1", port]})
+    spec = dict(args(rendered["on"])["spec"], ports={"9001/tcp": ["127.0.0.1", port]}, docker_api=None)
     if not secret:
         spec["secret_env"] = {}
     return module.running(NAME, spec)
@@ -97,8 +108,7 @@ def test_created_then_unchanged_then_recreated_then_removed(daemon, tmp_path, re
     attrs = daemon.client().api.inspect_container(NAME)
     assert attrs["State"]["Running"] and attrs["Config"]["Image"] == IMAGE
     assert attrs["HostConfig"]["PortBindings"] == {"9001/tcp": [{"HostIp": "127.0.0.1", "HostPort": str(port)}]}
-    assert sorted(attrs["HostConfig"]["Binds"]) == ["/var/lib/docker/volumes:/var/lib/docker/volumes:rw",
-                                                    "/var/run/docker.sock:/var/run/docker.sock:rw"]
+    assert attrs["HostConfig"]["Binds"] == ["/var/lib/docker/volumes:/var/lib/docker/volumes:ro"]
     assert attrs["HostConfig"]["RestartPolicy"]["Name"] == "always"
     assert f"AGENT_SECRET={SECRET}" in attrs["Config"]["Env"]
 

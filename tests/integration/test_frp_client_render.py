@@ -28,8 +28,10 @@ def salt(tmp_path_factory, node1_dockerd):
 def test_one_frpc_per_network_with_secrets_by_key_and_nothing_secret_rendered(salt):
     rendered, _ = salt.salt_call("state.show_sls", "cluster.frp_client")
     assert sorted(rendered) == ["ccc-cluster-frp_client-container-" + LAB, "ccc-cluster-frp_client-container-" + STUDENT,
-                                "ccc-cluster-frp_client-log-dir", "ccc-cluster-frp_client-prune"]
+                                "ccc-cluster-frp_client-haproxy", "ccc-cluster-frp_client-log-dir",
+                                "ccc-cluster-frp_client-prune"]
     lab = _args(rendered["ccc-cluster-frp_client-container-" + LAB])["spec"]
+    assert lab["docker_api"] == "frpc" and "docker.sock" not in json.dumps(lab["binds"])
     assert lab["env"]["FRPC_PREFIX"] == "node1" and lab["env"]["FRPC_NETWORK"] == "lab-unrestricted"
     assert lab["env"]["FRPC_SERVER_PORT"] == "7000" and lab["env"]["FRPC_LOGFILE"] == "/var/log/frpc/lab.log"
     assert lab["secret_env"]["FRPC_AUTH_TOKEN"] == ["frp", "token"]

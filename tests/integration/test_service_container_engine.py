@@ -74,7 +74,7 @@ SPEC = {
     "env": {"FRPC_NETWORK": NETWORKS[0]}, "labels": {"frp.enabled": "false"},
     "secret_env": {"FRPC_AUTH_TOKEN": ["frp", "token"], "FRP_CCC_METRICS_PASSWORD": ["basic_auth", "metrics", "password"]},
     "networks": [{"name": NETWORKS[0], "aliases": ["claims", "reservation"]}, {"name": NETWORKS[1]}],
-    "binds": [{"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "read_only": True}],
+    "binds": [{"source": "/etc/os-release", "target": "/etc/host-os-release", "read_only": True}],
     "restart": "always", "log_config": {"type": "json-file", "config": {"max-size": "1m"}},
 }
 
@@ -98,8 +98,8 @@ def test_created_with_secret_env_inside_only_then_unchanged_recreated_stopped_an
     assert TOKEN not in shown and "m-pw-77" not in shown
     assert f"FRPC_NETWORK={NETWORKS[0]}" in attrs["Config"]["Env"]
     assert attrs["Config"]["Labels"]["ccc.cluster-role"] == "ccc-test-role" and attrs["Config"]["Hostname"] == "svc-host"
-    assert sorted(attrs["HostConfig"]["Binds"]) == [f"{svc.SECRET_DIR}/{NAME}.env:/run/ccc-secrets/env:ro",
-                                                    "/var/run/docker.sock:/var/run/docker.sock:ro"]
+    assert sorted(attrs["HostConfig"]["Binds"]) == sorted([f"{svc.SECRET_DIR}/{NAME}.env:/run/ccc-secrets/env:ro",
+                                                           "/etc/os-release:/etc/host-os-release:ro"])
     assert sorted(attrs["NetworkSettings"]["Networks"]) == sorted(NETWORKS)
     assert {"claims", "reservation"} <= set(attrs["NetworkSettings"]["Networks"][NETWORKS[0]]["Aliases"])
     inside = _environ(client)
@@ -155,6 +155,11 @@ def test_a_foreign_container_is_left_alone_and_a_missing_secret_or_engine_fails_
 
     bad = state(engine, tmp_path).running(NAME, dict(SPEC, restart="no"))
     assert (bad["result"], bad["comment"]) == (False, f"{NAME}: restart must be one of always, unless-stopped")
+    raw = dict(SPEC, binds=[{"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "read_only": True}])
+    refused = state(engine, tmp_path).running(NAME, raw)
+    assert refused["result"] is False and refused["comment"].startswith(
+        f"{NAME}: bind /var/run/docker.sock is the Docker engine's socket or a proxy's: ask for docker_api")
+    assert not client.containers.list(all=True, filters={"name": f"^/{NAME}$"})
 
     down = state(engine, tmp_path, url="unix:///nonexistent/docker.sock").running(NAME, SPEC)
     assert down["result"] is False

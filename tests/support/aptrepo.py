@@ -4,7 +4,7 @@ Test nodes reach no Debian archive, so the packages the cluster roles install ar
 once, on the host:
 
 * **From Debian** (``ROLE_PACKAGES`` and everything they depend on or recommend that the node image
-  ``ccc-test/node:1`` lacks): ``docker.io`` (with ``containerd``, ``runc``, ``tini``, ...) and
+  ``ccc-test/node:1`` lacks): ``docker.io`` (with ``containerd``, ``runc``, ``tini``, ...), ``haproxy`` and
   ``fail2ban`` (with ``python3`` and friends). They are resolved by ``apt-get install
   --download-only`` in a throwaway container of the node image, against the host's Debian mirror
   (the one ``tests/images/lib.sh`` finds, or ``CCC_DEBIAN_MIRROR``), on the host's network.
@@ -66,6 +66,8 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 STANDINS = REPO / "tests" / "images" / "apt-standins"
 NODE_IMAGE = "ccc-test/node:1"
 ROLE_PACKAGES = ("docker.io", "fail2ban",
+                 # the Docker API proxies of role containers (frpc, patroller, portainer agent)
+                 "haproxy",
                  # the node agents (salt/cluster/agents: python3 + venv + libraries) and superfan_gpu
                  "python3", "python3-venv", "python3-yaml", "python3-prometheus-client", "python3-docker",
                  "ipmitool",

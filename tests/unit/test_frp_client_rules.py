@@ -28,7 +28,8 @@ def test_one_container_per_network_with_the_images_env():
                           "FRPC_NETWORK": "lab-unrestricted", "FRPC_LOG_DAYS": "5"}
     assert lab["networks"] == [{"name": "lab-unrestricted", "aliases": []}]
     assert student["env"]["FRPC_LOGFILE"] == "/var/log/frpc/frp-student-client-service.log"
-    assert {"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "read_only": True} in lab["binds"]
+    assert lab["binds"] == [{"source": "/var/log/frpc", "target": "/var/log/frpc", "read_only": False}]
+    assert lab["docker_api"] == "frpc"  # never docker.sock: its own allowlist proxy
     assert lab["restart"] == "always"
     ccc_service_containers.normalize(lab)  # a spec the generic state takes
 

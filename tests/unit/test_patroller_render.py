@@ -36,7 +36,7 @@ def test_node1_runs_the_claims_container_with_its_gpus(salt):
     salt.write_pillar({})
     rendered = show(salt)
     assert sorted(rendered) == ["ccc-cluster-patroller-claims-container", "ccc-cluster-patroller-gpus",
-                                "ccc-cluster-patroller-webui-container"]
+                                "ccc-cluster-patroller-haproxy", "ccc-cluster-patroller-webui-container"]
     assert args(rendered, "ccc-cluster-patroller-gpus")["name"] == (
         "Patroller watches 3 GPU(s) of device groups device_lab, device_student: " + ", ".join(NODE1_GPUS))
     spec = args(rendered, "ccc-cluster-patroller-claims-container")["spec"]

@@ -67,7 +67,7 @@ def test_the_claims_container_as_an_admin_inspects_it():
     renamed = plan(name="gpu-claims")["claims"]["networks"][0]
     assert renamed == {"name": "claims", "aliases": ["claims", "reservation"]}
     assert claims["pid_mode"] == "host" and claims["privileged"] is False
-    assert claims["binds"] == [{"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "read_only": True}]
+    assert claims["binds"] == [] and claims["docker_api"] == "patroller"  # never docker.sock: its own allowlist proxy
     assert claims["exposed_ports"] == [80] and claims["ports"] == {} and claims["restart"] == "always"
     assert claims["log_config"] == {"type": "json-file", "config": {"max-size": "10m", "max-file": "5", "compress": "true"}}
     assert claims["labels"] == {

@@ -88,7 +88,7 @@ def _attrs(want, **over):
 
 def test_a_container_made_from_the_spec_has_no_differences_and_each_change_is_named():
     made = spec(env={"FRPC_NETWORK": "lab"}, networks=[{"name": "lab", "aliases": ["frpc"]}, "claims"],
-                binds=[{"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "read_only": True}],
+                binds=[{"source": "/var/log/frpc", "target": "/var/log/frpc", "read_only": False}], docker_api="frpc",
                 ports={"9001/tcp": ["127.0.0.1", 9001]}, device_requests=[{"device_ids": ["0", "1"]}],
                 secret_env={"FRPC_AUTH_TOKEN": ["frp", "token"]}, extra_hosts={"gw": "10.0.0.1"})
     want = svc.wanted(made, IMAGE_CONFIG)
@@ -96,7 +96,10 @@ def test_a_container_made_from_the_spec_has_no_differences_and_each_change_is_na
     assert svc.differences(_attrs(want), want, "sha256:2") == ["image lukacu/frpc:latest -> lukacu/frpc:latest"]
     env = [item for item in svc.create_kwargs(want)["environment"] if not item.startswith("FRPC_NETWORK=")]
     assert svc.differences(_attrs(want, Config__Env=env + ["FRPC_NETWORK=old"]), want) == ["env FRPC_NETWORK"]
-    assert svc.differences(_attrs(want, HostConfig__Binds=["/var/run/docker.sock:/var/run/docker.sock:rw"]), want) == ["binds"]
+    assert "/run/ccc-docker-api/frp-lab.sock:/var/run/docker.sock:ro" in svc.create_kwargs(want)["host_config"]["Binds"]
+    raw = ["/var/log/frpc:/var/log/frpc:rw", "/var/run/docker.sock:/var/run/docker.sock:ro",
+           "/etc/ccc-salt/secrets/containers/frp-lab.env:/run/ccc-secrets/env:ro"]
+    assert svc.differences(_attrs(want, HostConfig__Binds=raw), want) == ["binds"]  # an older frpc: recreated
     assert svc.differences(_attrs(want, NetworkSettings__Networks={"lab": {"Aliases": ["frpc"]}}), want) == [
         "networks lab -> lab, claims"]
     assert svc.differences(_attrs(want, HostConfig__DeviceRequests=[]), want) == ["devices"]

@@ -2,23 +2,35 @@
     state (_states/ccc_service_container.py); removed when switched off. AGENT_SECRET is read from
     ccc:secrets:portainer:agent_secret by the state, never rendered. The agent image has no shell, so the
     secret cannot come from the wrapped env file: it is the one inline secret env (secret_env_inline),
-    visible to whoever may run docker inspect on the node (root). Only its presence is looked at here. #}
+    visible to whoever may run docker inspect on the node (root). Only its presence is looked at here.
+    The agent never gets docker.sock: its own filtering proxy (_utils/ccc_docker_api.py) passes the
+    read-only dashboard calls (docker_api: read-only, the default; the volumes folder read-only too)
+    or, only where the admin says docker_api: full, every call (host root for whoever controls
+    Portainer). Another value fails the state, naming the choices. #}
 {%- from tpldir ~ "/map.jinja" import docker with context %}
 {%- set agent = docker.portainer_agent %}
 {%- if agent.enabled | to_bool %}
 {%- set has_secret = 'agent_secret' in salt['pillar.get']('ccc:secrets:portainer', {}) %}
+{%- set full = agent.docker_api == "full" %}
 {%- set spec = {
       "image": agent.image, "role": "docker", "former_roles": ["docker-portainer-agent"],
       "ports": {"9001/tcp": [agent.publish_ip, agent.publish_port | int]},
-      "binds": [{"source": "/var/run/docker.sock", "target": "/var/run/docker.sock", "read_only": False},
-                {"source": "/var/lib/docker/volumes", "target": "/var/lib/docker/volumes", "read_only": False}],
+      "binds": [{"source": "/var/lib/docker/volumes", "target": "/var/lib/docker/volumes", "read_only": not full}],
+      "docker_api": "portainer-" ~ agent.docker_api,
       "restart": "always",
       "secret_env": {"AGENT_SECRET": ["portainer", "agent_secret"]} if has_secret else {},
       "secret_env_inline": True} %}
+{#- haproxy (Debian's) is the agent's Docker API proxy, run by systemd per container #}
+ccc-cluster-docker-portainer-haproxy:
+  pkg.installed:
+    - name: haproxy
+
 ccc-cluster-docker-portainer-agent:
   ccc_service_container.running:
     - name: {{ agent.name | json }}
     - spec: {{ spec | json }}
+    - require:
+      - pkg: ccc-cluster-docker-portainer-haproxy
 {%- else %}
 ccc-cluster-docker-portainer-agent:
   ccc_service_container.absent:

@@ -4,6 +4,11 @@
 {%- from tpldir ~ "/map.jinja" import frp_client with context %}
 {%- if salt['ccc_cluster.role_enabled']('frp_client') %}
 {%- set specs = salt['ccc_frp.client_specs'](frp_client) %}
+{#- haproxy (Debian's) is each frpc's Docker API proxy (allowlist frpc), run by systemd #}
+ccc-cluster-frp_client-haproxy:
+  pkg.installed:
+    - name: haproxy
+
 ccc-cluster-frp_client-log-dir:
   file.directory:
     - name: {{ frp_client.log_dir | json }}
@@ -19,6 +24,7 @@ ccc-cluster-frp_client-container-{{ spec.name }}:
     - spec: {{ spec | json }}
     - require:
       - file: ccc-cluster-frp_client-log-dir
+      - pkg: ccc-cluster-frp_client-haproxy
 {%- endfor %}
 
 ccc-cluster-frp_client-prune:

@@ -18,10 +18,17 @@ ccc-cluster-patroller-gpus:
   test.succeed_without_changes:
     - name: {{ plan.gpus | json }}
 
+{#- haproxy (Debian's) is Patroller's Docker API proxy (allowlist patroller), run by systemd #}
+ccc-cluster-patroller-haproxy:
+  pkg.installed:
+    - name: haproxy
+
 ccc-cluster-patroller-claims-container:
   ccc_service_container.running:
     - name: {{ plan.claims.name | json }}
     - spec: {{ plan.claims | json }}
+    - require:
+      - pkg: ccc-cluster-patroller-haproxy
 {%-     if plan.webui %}
 {%-       set files = plan.webui_files %}
 
