@@ -18,8 +18,11 @@ the user renames or swaps later, the container keeps getting the folder that was
 * ``binds_dir`` is a tmpfs mounted here: after a reboot it is empty, Docker cannot start a
   container on a missing source, and the container starts only when Salt has pinned again.
 * Live private data groups are mounted inside the container's ``private`` pin (a shared mount,
-  seen by the container through its ``rslave`` ``/storage/private``); the mount point directory
-  is opened without following links, so it can never land on a host path.
+  seen by the container through its ``rslave`` ``/storage/private``). That is the user's own
+  folder, so every mount, propagation change and unmount there works on descriptors
+  (``ccc_mountfd``), and a group mount is recognised by its mount id and root inode, never by the
+  name it has now: a user who renames or swaps mount points can neither make root act on a host
+  path nor keep a revoked group.
 
 Plain Python: ``ccc_apply`` and ``ccc_private_mounts`` use it, the tests import it.
 """
@@ -28,6 +31,7 @@ import hashlib
 import json
 import os
 
+import ccc_mountfd
 import ccc_safefs
 
 PIN_SET_LENGTH = 12
@@ -38,11 +42,12 @@ def ensure_tree(binds_dir):
     """Mount the pin tmpfs at ``binds_dir`` unless it is there (root only, no devices, no exec)."""
     os.makedirs(binds_dir, mode=0o700, exist_ok=True)
     # ismount first: reading every mount point of a busy node costs more than a pin set
-    if os.path.ismount(binds_dir) or binds_dir.rstrip("/") in ccc_safefs.mount_points():
+    if os.path.ismount(binds_dir) or binds_dir.rstrip("/") in ccc_mountfd.mount_points():
         return False
+    # By path: binds_dir is an admin-configured, root-only folder (no user can rename anything in it).
     flags = 2 | 4 | 8  # MS_NOSUID | MS_NODEV | MS_NOEXEC
-    ccc_safefs.mount("ccc-pins", binds_dir, "tmpfs", flags, "mode=0711,size=4m")
-    ccc_safefs.mount(None, binds_dir, flags=ccc_safefs.MS_PRIVATE)
+    ccc_mountfd.mount("ccc-pins", binds_dir, "tmpfs", flags, "mode=0711,size=4m")
+    ccc_mountfd.mount(None, binds_dir, flags=ccc_mountfd.MS_PRIVATE)
     return True
 
 
@@ -76,9 +81,9 @@ def set_dir(binds_dir, stack, set_id):
     return os.path.join(binds_dir, stack, set_id)
 
 
-def _is_pinned(path, expected):
+def _is_pinned(base_fd, name, expected):
     try:
-        info = os.stat(path, follow_symlinks=False)
+        info = os.stat(name, dir_fd=base_fd, follow_symlinks=False)
     except FileNotFoundError:
         return False
     return (info.st_dev, info.st_ino) == expected
@@ -95,27 +100,23 @@ def ensure(binds_dir, stack, pins, set_id, identity):
     ensure_tree(binds_dir)
     base = set_dir(binds_dir, stack, set_id)
     os.makedirs(base, mode=0o700, exist_ok=True)
-    mounted = None  # read only when a pin is missing: a no-op apply stays O(1) per container
     made = []
     base_fd = ccc_safefs.open_root(base)
     try:
         for pin in pins:
-            target = os.path.join(base, pin["name"])
             # The checked source's own inode at the target: it is mounted there (the target
             # folder itself lives on the pin tmpfs, never on a source's file system).
-            if _is_pinned(target, identity[pin["name"]]):
+            if _is_pinned(base_fd, pin["name"], identity[pin["name"]]):
                 continue
-            mounted = set(ccc_safefs.mount_points()) if mounted is None else mounted
-            if target in mounted:
-                ccc_safefs.unmount(target)
-            _mount_pin(base, base_fd, pin, identity[pin["name"]])
+            ccc_mountfd.unmount_all_at(base_fd, pin["name"])
+            _mount_pin(base_fd, pin, identity[pin["name"]])
             made.append(pin["name"])
     finally:
         os.close(base_fd)
     return made
 
 
-def _mount_pin(base, base_fd, pin, expected):
+def _mount_pin(base_fd, pin, expected):
     source_fd = _open_source(pin)
     try:
         info = os.fstat(source_fd)
@@ -123,8 +124,8 @@ def _mount_pin(base, base_fd, pin, expected):
             raise ccc_safefs.UnsafePath(0, f"{'/'.join(pin['parts'])} changed while it was being checked")
         target_fd, _ = ccc_safefs.ensure_dir_at(base_fd, pin["name"], 0o700, (0, 0))
         try:
-            propagation = ccc_safefs.MS_SHARED if pin.get("shared") else ccc_safefs.MS_PRIVATE
-            ccc_safefs.bind_fd(source_fd, target_fd, os.path.join(base, pin["name"]), propagation)
+            propagation = ccc_mountfd.MS_SHARED if pin.get("shared") else ccc_mountfd.MS_PRIVATE
+            ccc_mountfd.bind(source_fd, target_fd, propagation, parent=ccc_mountfd.mount_id(base_fd))
         finally:
             os.close(target_fd)
     finally:
@@ -135,8 +136,11 @@ def release(binds_dir, stack, keep=()):
     """
     Unmount and remove the pin sets of ``stack`` except ``keep``; returns the removed set ids.
 
-    Running containers keep their own copy of the mounts; only a later start of a container
-    that still names a released set fails (on a missing source, never on a user path).
+    Only the pins themselves are detached (by descriptor, on the root-only pin tmpfs); what is
+    mounted inside them (live private groups, in the user's folder) goes with them, so no name
+    inside a user's folder is ever resolved here. Running containers keep their own copy of the
+    mounts; only a later start of a container that still names a released set fails (on a
+    missing source, never on a user path).
     """
     stack_dir = os.path.join(binds_dir, stack)
     try:
@@ -144,17 +148,17 @@ def release(binds_dir, stack, keep=()):
     except FileNotFoundError:
         return []
     removed = []
-    mounted = None  # read only when a set goes
     for set_id in sorted(sets):
         if set_id in keep:
             continue
-        mounted = ccc_safefs.mount_points() if mounted is None else mounted
-        base = os.path.join(stack_dir, set_id)
-        for point in sorted((p for p in mounted if p.startswith(base + "/")), key=len, reverse=True):
-            ccc_safefs.unmount(point)
-        for name in os.listdir(base):
-            os.rmdir(os.path.join(base, name))
-        os.rmdir(base)
+        base_fd = ccc_safefs.open_root(os.path.join(stack_dir, set_id))
+        try:
+            for name in os.listdir(base_fd):
+                ccc_mountfd.unmount_all_at(base_fd, name)
+                os.rmdir(name, dir_fd=base_fd)
+        finally:
+            os.close(base_fd)
+        os.rmdir(os.path.join(stack_dir, set_id))
         removed.append(set_id)
     if not keep:
         try:
@@ -170,88 +174,3 @@ def pinned_stacks(binds_dir):
         return sorted(os.listdir(binds_dir))
     except FileNotFoundError:
         return []
-
-
-# --------------------------------------------------------------------------------------------
-# Live private data groups, inside a container's ``private`` pin
-
-
-def private_pin(attrs):
-    """The ``private`` pin of a container (the source of its ``/storage/private``), or None."""
-    for mount in (attrs.get("HostConfig") or {}).get("Mounts") or []:
-        if mount.get("Target") == "/storage/private":
-            return mount.get("Source")
-    return None
-
-
-def reconcile_groups(private_dir, private_data, groups, owner, test=False, mounted=None):
-    """
-    Mount exactly ``groups`` (from ``<private_data>/<group>``) under one ``private`` pin.
-
-    The mount point is created and opened under the pin's descriptor without following a link,
-    and the mount is made onto that descriptor: a user's ``private/<group> -> /usr/sbin`` is
-    refused, never mounted over. Returns ``{"mounted": [...], "unmounted": [...]}``.
-    ``mounted``: the node's mount points when the caller has read them (one read for all pins).
-    """
-    prefix = os.path.join(private_dir, "")
-    mounted = ccc_safefs.mount_points() if mounted is None else mounted
-    present = {p[len(prefix):]: p for p in mounted if p.startswith(prefix) and "/" not in p[len(prefix):]}
-    changes = {"mounted": [], "unmounted": [], "refused": []}
-    for name, point in sorted(present.items()):
-        if name not in groups:
-            changes["unmounted"].append(point)
-            if not test:
-                ccc_safefs.unmount(point)
-                _remove_empty_mount_point(private_dir, name)
-    missing = [group for group in groups if group not in present]
-    if not missing:
-        return changes
-    if test:
-        changes["mounted"].extend(os.path.join(private_dir, group) for group in missing)
-        return changes
-    private_fd = os.open(private_dir, ccc_safefs.DIR_FLAGS)
-    try:
-        for group in missing:
-            try:
-                _mount_group(private_fd, private_dir, private_data, group, owner)
-            except (ccc_safefs.UnsafePath, FileNotFoundError) as exc:
-                changes["refused"].append(f"{os.path.join(private_dir, group)}: {exc.strerror or exc}")
-                continue
-            changes["mounted"].append(os.path.join(private_dir, group))
-    finally:
-        os.close(private_fd)
-    return changes
-
-
-def _mount_group(private_fd, private_dir, private_data, group, owner):
-    source_fd = ccc_safefs.walk(private_data, [group])
-    try:
-        target_fd, _ = ccc_safefs.ensure_dir_at(private_fd, group, 0o755, owner, f"private/{group}")
-        try:
-            ccc_safefs.bind_fd(source_fd, target_fd, os.path.join(private_dir, group))
-        finally:
-            os.close(target_fd)
-    finally:
-        os.close(source_fd)
-
-
-def _remove_empty_mount_point(private_dir, name):
-    """rmdir the now empty mount point (relative to the pin: never through a link)."""
-    fd = os.open(private_dir, ccc_safefs.DIR_FLAGS)
-    try:
-        os.rmdir(name, dir_fd=fd)
-    except OSError:
-        pass  # not empty or already gone: the user's business
-    finally:
-        os.close(fd)
-
-
-def legacy_private_mounts(user_data):
-    """Mounts an earlier version made under ``<user_data>/<email>/private/<group>`` (to undo)."""
-    prefix = os.path.join(user_data, "")
-    found = []
-    for point in ccc_safefs.mount_points():
-        parts = point[len(prefix):].split("/") if point.startswith(prefix) else []
-        if len(parts) == 3 and parts[1] == "private":
-            found.append(point)
-    return found

@@ -8,8 +8,10 @@ import logging
 import os
 
 import ccc_engine
+import ccc_mountfd
 import ccc_node_record
 import ccc_pins
+import ccc_private_groups
 import ccc_safefs
 
 log = logging.getLogger(__name__)
@@ -23,18 +25,19 @@ def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
     """
     nfs = cluster["mount_points"]["nfs"]
     changes = {"mounted": [], "unmounted": [], "released": [], "refused": []}
-    for point in ccc_pins.legacy_private_mounts(nfs["user_data"]):
-        changes["unmounted"].append(point)
-        if not test:
-            _unmount_user_path(nfs["user_data"], point)
+    mounts = ccc_mountfd.mountinfo()
+    for record in ccc_private_groups.legacy_private_mounts(nfs["user_data"], mounts):
+        problem = None if test else _unmount_user_path(nfs["user_data"], record)
+        changes["refused" if problem else "unmounted"].append(f"{record.point}: {problem}" if problem else record.point)
     containers = ccc_node_record.managed_containers(client)
-    points = set(ccc_safefs.mount_points())
+    points = {record.point for record in mounts}
     for stack, summary in sorted(containers.items()):
         attrs = ccc_engine.inspect(client, summary["Id"]) if summary.get("State") == "running" else None
-        private_dir = ccc_pins.private_pin(attrs) if attrs else None
+        private_dir = ccc_private_groups.private_pin(attrs) if attrs else None
         if not private_dir or not private_dir.startswith(os.path.join(binds_dir, "")) or private_dir not in points:
             continue
-        done = ccc_pins.reconcile_groups(private_dir, nfs["private_data"], wanted.get(stack, []), owner, test, points)
+        done = ccc_private_groups.reconcile_groups(private_dir, nfs["private_data"], wanted.get(stack, []), owner,
+                                                   test, mounts)
         for key, value in done.items():
             changes[key].extend(value)
     for stack in ccc_pins.pinned_stacks(binds_dir):
@@ -45,15 +48,20 @@ def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
     return {key: value for key, value in changes.items() if value}
 
 
-def _unmount_user_path(root, point):
-    """Unmount a mount point below a user folder, reached without following links."""
-    parts = point[len(os.path.join(root, "")):].split("/")
+def _unmount_user_path(root, record):
+    """Unmount an old mount below a user folder, reached without following links and only if
+    it is still that mount (by id); returns why not, or None."""
+    parts = record.point[len(os.path.join(root, "")):].split("/")
     try:
         fd = ccc_safefs.walk(root, parts)
     except (FileNotFoundError, ccc_safefs.UnsafePath) as exc:
-        log.warning("not unmounting %s: %s", point, exc)
-        return
+        log.warning("not unmounting %s: %s", record.point, exc)
+        return exc.strerror or str(exc)
     try:
-        ccc_safefs.unmount_fd(fd)
+        ccc_mountfd.unmount(fd, record.id)
+    except ccc_safefs.UnsafePath as exc:
+        log.warning("not unmounting %s: %s", record.point, exc)
+        return exc.strerror
     finally:
         os.close(fd)
+    return None

@@ -8,13 +8,12 @@ opened once (it must exist: a missing root is an unmounted share, never created)
 component below it is opened relative to its parent with ``O_NOFOLLOW``. Files are opened as
 ``O_PATH`` first and only re-opened for reading once ``fstat`` says they are regular files (so
 a planted device node is never opened by root); writes go to a fresh ``O_EXCL`` name in a
-checked directory descriptor and are renamed into place there. Bind mounts are made from a
-descriptor (``/proc/self/fd/N``), so the kernel mounts exactly the inode that was checked.
+checked directory descriptor and are renamed into place there. Mounts on user folders are made
+and undone by descriptor too (``ccc_mountfd``), so the kernel mounts exactly the inode that was checked.
 
 Plain Python, no Salt: the engine side (``ccc_apply``, ``ccc_pins``, ``ccc_userdirs``...) and the tests import it.
 """
 
-import ctypes
 import errno
 import os
 import secrets
@@ -23,17 +22,6 @@ import stat
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 PATH_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
-
-MS_BIND = 4096
-MS_PRIVATE = 1 << 18
-MS_SHARED = 1 << 20
-MNT_DETACH = 2
-UMOUNT_NOFOLLOW = 8
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mount.argtypes = (ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p)
-_libc.umount2.argtypes = (ctypes.c_char_p, ctypes.c_int)
-
 
 
 class UnsafePath(OSError):
@@ -240,69 +228,5 @@ def remove_at(dir_fd, name):
 
 
 def fd_path(fd):
-    """The ``/proc/self/fd`` name of a descriptor: mount(2) resolves it to exactly that inode."""
+    """The ``/proc/self/fd`` name of a descriptor: the kernel resolves it to exactly that inode."""
     return f"/proc/self/fd/{fd}"
-
-
-def mount(source, target, fstype=None, flags=0, data=None):
-    """mount(2) without a helper binary (nothing looked up through PATH, no canonicalisation)."""
-    result = _libc.mount(
-        source.encode() if source else None, target.encode(), fstype.encode() if fstype else None, flags,
-        ctypes.c_char_p(data.encode()) if data else None,
-    )
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"mount {source or ''} on {target}: {os.strerror(code)}")
-
-
-def bind_fd(source_fd, target_fd, target_path, propagation=MS_PRIVATE):
-    """
-    Bind-mount the directory of ``source_fd`` onto the directory of ``target_fd``.
-
-    ``target_path`` names the same mount point for the propagation change, which must address
-    the new mount (the descriptor still refers to the directory underneath). It is a root-only
-    path or a mount point, which nobody can rename once the mount is there.
-    """
-    mount(fd_path(source_fd), fd_path(target_fd), flags=MS_BIND)
-    # A bind of a shared mount joins its peer group: give it its own propagation instead.
-    mount(None, target_path, flags=MS_PRIVATE)
-    if propagation == MS_SHARED:
-        mount(None, target_path, flags=MS_SHARED)
-
-
-def unmount(path):
-    """Detach the mount at ``path`` (never following a symlink there); True if one was there."""
-    if _libc.umount2(path.encode(), MNT_DETACH | UMOUNT_NOFOLLOW) != 0:
-        code = ctypes.get_errno()
-        if code in (errno.EINVAL, errno.ENOENT):
-            return False
-        raise OSError(code, f"umount {path}: {os.strerror(code)}")
-    return True
-
-
-def unmount_fd(fd):
-    """Detach the mount whose root ``fd`` is (opened by walking without following links)."""
-    if _libc.umount2(fd_path(fd).encode(), MNT_DETACH) != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"umount: {os.strerror(code)}")
-
-
-def mount_points():
-    """Every mount point of this mount namespace (decoded from /proc/self/mountinfo)."""
-    with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-        return [_unescape(line.split()[4]) for line in handle]
-
-
-def _unescape(field):
-    # mountinfo escapes space, tab, newline and backslash as octal (\040 ...).
-    if "\\" not in field:
-        return field
-    out, index = [], 0
-    while index < len(field):
-        if field[index] == "\\" and field[index + 1:index + 4].isdigit():
-            out.append(chr(int(field[index + 1:index + 4], 8)))
-            index += 4
-        else:
-            out.append(field[index])
-            index += 1
-    return "".join(out)

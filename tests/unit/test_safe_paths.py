@@ -10,9 +10,12 @@ import inotify_simple
 import pytest
 
 import ccc_hostkeys
+import ccc_mountfd
 import ccc_pins
+import ccc_private_groups
 import ccc_safefs
 import ccc_userdirs
+from support.mountns import umount
 
 NEEDS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="mounts and chown need root")
 OWNER = (1000, 1000)
@@ -28,9 +31,9 @@ def roots(tmp_path):
     host.mkdir()
     (host / "secret").write_text("host only\n")
     yield {"user_data": user_data, "host": host, "binds": tmp_path / "binds", "tmp": tmp_path}
-    points = [p for p in ccc_safefs.mount_points() if p.startswith(str(tmp_path) + "/")]
+    points = [p for p in ccc_mountfd.mount_points() if p.startswith(str(tmp_path) + "/")]
     for point in sorted(points, key=len, reverse=True):
-        ccc_safefs.unmount(point)
+        umount(point)
 
 
 def entry(roots, *parts, mode=0o755):
@@ -173,7 +176,7 @@ def test_swap_between_check_and_mount_mounts_nothing(roots, monkeypatch):
     home.mkdir()  # a different folder under the checked name: refused too
     with pytest.raises(ccc_safefs.UnsafePath, match="changed while it was being checked"):
         ccc_pins.ensure(str(roots["binds"]), "box", pins, set_id, identity)
-    assert [p for p in ccc_safefs.mount_points() if p.startswith(str(roots["binds"]) + "/")] == []
+    assert [p for p in ccc_mountfd.mount_points() if p.startswith(str(roots["binds"]) + "/")] == []
 
 
 @NEEDS_ROOT
@@ -181,9 +184,9 @@ def test_pin_tree_is_a_tmpfs_and_release_unmounts_everything(roots):
     pins = pins_for(roots)
     set_id, identity = ccc_pins.identify(pins)
     ccc_pins.ensure(str(roots["binds"]), "box", pins, set_id, identity)
-    assert str(roots["binds"]) in ccc_safefs.mount_points()
+    assert str(roots["binds"]) in ccc_mountfd.mount_points()
     assert ccc_pins.release(str(roots["binds"]), "box") == [set_id]
-    assert [p for p in ccc_safefs.mount_points() if p.startswith(str(roots["binds"]) + "/")] == []
+    assert [p for p in ccc_mountfd.mount_points() if p.startswith(str(roots["binds"]) + "/")] == []
     assert ccc_pins.pinned_stacks(str(roots["binds"])) == []
 
 
@@ -199,12 +202,12 @@ def test_live_group_symlink_is_refused_and_the_host_folder_untouched(roots):
     ccc_pins.ensure(str(roots["binds"]), "box", pins, set_id, identity)
     pin = os.path.join(ccc_pins.set_dir(str(roots["binds"]), "box", set_id), "private")
     os.symlink(str(roots["host"]), private / "lab")
-    result = ccc_pins.reconcile_groups(pin, str(roots["tmp"] / "private_data"), ["lab"], OWNER)
+    result = ccc_private_groups.reconcile_groups(pin, str(roots["tmp"] / "private_data"), ["lab"], OWNER)
     assert result["refused"] and "lab" in result["refused"][0]
-    assert str(roots["host"]) not in ccc_safefs.mount_points()
+    assert str(roots["host"]) not in ccc_mountfd.mount_points()
     assert sorted(os.listdir(roots["host"])) == ["secret"]
     (private / "lab").unlink()
-    result = ccc_pins.reconcile_groups(pin, str(roots["tmp"] / "private_data"), ["lab"], OWNER)
+    result = ccc_private_groups.reconcile_groups(pin, str(roots["tmp"] / "private_data"), ["lab"], OWNER)
     assert result["mounted"] == [os.path.join(pin, "lab")]
     # Seen through the pin (what the container's /storage/private is), not on the user's path.
     assert pathlib.Path(pin, "lab", "data").read_text() == "lab\n"
