@@ -71,7 +71,7 @@ def targets(stack):
 
 
 class _Master:
-    """Lazy access to the master's pillar cache, job cache and publisher (each only when needed)."""
+    """Lazy access to the master's pillar cache, job cache, keys and publisher (each only when needed)."""
 
     def __init__(self):
         self._cccs = None
@@ -108,11 +108,17 @@ class _Master:
             pub = None
         return (pub or {}).get("jid"), sorted((pub or {}).get("minions") or minions)
 
-    def reconcile(self, minion):
-        """Publish a full, queued ``state.apply containers`` on ``minion``; its jid, None on failure."""
+    def accepted(self, minion):
+        """Whether ``minion`` is an accepted minion key (that key alone is looked up)."""
+        return minion in (salt.key.get_key(__opts__).list_match([minion]).get("minions") or ())
+
+    def reconcile(self, minion, sync=False):
+        """Publish a full, queued ``state.apply containers`` on ``minion`` (``sync``: the custom
+        modules synced first, ``sync_mods=all``); its jid, None on failure."""
+        kwarg = {"queue": True, "sync_mods": "all"} if sync else {"queue": True}
         try:
             pub = self.client().run_job([minion], "state.apply", arg=["containers"], tgt_type="list",
-                                        kwarg={"queue": True})
+                                        kwarg=kwarg)
         except Exception as exc:  # noqa: BLE001 - the node stays pending; the next flush retries
             log.warning("ccc: could not publish the reconcile of %s: %s", minion, exc)
             pub = None
@@ -123,7 +129,9 @@ def redeploy(stack, version=None):
     """
     Apply ``containers`` limited to ``stack`` on every minion where it may run: now, or (a job
     for the stack still queued or running, or its user over the rate limit) by ``ccc.flush``
-    later. Applies are queued behind a running state job, never failing because one runs.
+    later. Applies are queued behind a running state job, never failing because one runs. An
+    event that only joins a pending or running apply reads no minion's pillar
+    (``ccc_redeploy.request``).
     ``version``: the settings file version the ``ccc_settings`` beacon reported; one that a job
     published since covers is not applied again (``"action": "covered"``).
 
@@ -135,19 +143,9 @@ def redeploy(stack, version=None):
     """
     if not ccc_rules.is_stack_name(stack):
         return {"stack": stack, "targets": [], "error": "not a STACK_NAME"}
-    master = _Master()
-    if not _targets_for(master.cccs(), stack):
-        return {"stack": stack, "targets": [], "jid": None}
-    limits, now = _limits(__opts__), time.time()
+    master, limits, now = _Master(), _limits(__opts__), time.time()
     with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
-        if ccc_redeploy.covered(record, stack, version):
-            result = {"stack": stack, "action": "covered", "targets": [], "jid": None}
-        else:
-            entry = record["stacks"].setdefault(stack, {})
-            entry.update(pending=True, user=_user_for(master.cccs(), stack))
-            if isinstance(version, str):  # the latest reported; a report without one keeps it
-                entry["version"] = version
-            result = ccc_redeploy.advance(record, stack, now, limits, master)
+        result = ccc_redeploy.request(record, stack, version, now, limits, master)
         ccc_redeploy.prune(record, now, limits)
     return result
 
@@ -177,8 +175,8 @@ def reconcile_node(node):
     Apply ``containers`` in full on minion ``node``, queued: now, or (a full reconcile of that
     node still queued or running) by ``ccc.flush`` once it has returned. The reactor calls this
     when the node's Docker engine restarted (``ccc_docker`` beacon): its containers may have
-    stopped, and after a reboot only Salt can pin their bind sources again. ``node`` must be a
-    minion whose pillar the master has cached.
+    stopped, and after a reboot only Salt can pin their bind sources again. ``node`` must be an
+    accepted minion key (looked up alone: no other minion is read).
 
     CLI Example:
 
@@ -186,14 +184,40 @@ def reconcile_node(node):
 
         salt-run ccc.reconcile_node node1
     """
+    return _request_node(node, sync=False)
+
+
+def node_start(node):
+    """
+    Minion ``node`` (re)started (``salt/minion/<id>/start``; ``reactor/minion_start.sls`` passes
+    the id only when the tag's and the data's agree): sync its custom modules and apply
+    ``containers`` in full, queued, in one job (edits made while it was down are applied now).
+    Coalesced and rate-limited with the node's other full reconciles (``reconcile_node``), so a
+    minion that restarts in a loop does not get a job per start. ``node`` must be an accepted
+    minion key.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.node_start node1
+    """
+    return _request_node(node, sync=True)
+
+
+def _request_node(node, sync):
+    """A full reconcile of ``node`` requested (``sync``: modules first): checked, then coalesced."""
     if not isinstance(node, str) or not MINION_ID_PATTERN.fullmatch(node):
         return {"node": node, "action": None, "error": "not a minion id"}
     master = _Master()
-    if node not in master.cccs():
-        return {"node": node, "action": None, "error": "no cached pillar for this minion"}
+    if not master.accepted(node):
+        return {"node": node, "action": None, "error": "not an accepted minion"}
     limits, now = _limits(__opts__), time.time()
     with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
-        record["nodes"].setdefault(node, {})["pending"] = True
+        entry = record["nodes"].setdefault(node, {})
+        entry["pending"] = True
+        if sync:
+            entry["sync"] = True
         return ccc_redeploy.advance_node(record, node, now, limits, master)
 
 

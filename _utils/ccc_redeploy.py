@@ -10,12 +10,14 @@ Edits are coalesced per stack, so saving often cannot grow the nodes' state queu
 stack's job is queued or running, further edits only mark the stack pending, and ``ccc.flush``
 (run every few seconds by the master's schedule, see ``scripts/master_config.py``) applies it
 once that job has returned from every minion that still has it (or timed out). A per-user rate limit
-bounds the redeploys of users who save very often (applies that changed nothing, such as one
-edit seen by several nodes' beacons, do not count); a held-back apply tells the user why in
-``<STACK>.deploy``. The record is one JSON file under the master's cachedir, read and changed
-only under an fcntl lock: reactor worker threads and the schedule run these concurrently, and
-per-user counts span stacks. Full reconciles of a node (``advance_node``, after its Docker
-engine restarted) are coalesced the same way: at most one queued or running per node.
+bounds the redeploys of users who save very often: every apply published counts, also one
+that changes nothing (a touched file); a held-back apply tells the user why in
+``<STACK>.deploy``. An event is coalesced from the record before the pillar cache is read
+(``request``), so a flood costs the master the same per event whatever the number of minions.
+The record is one JSON file under the master's cachedir, read and changed only under an fcntl
+lock: reactor worker threads and the schedule run these concurrently, and per-user counts span
+stacks. Full reconciles of a node (``advance_node``: its Docker engine restarted, the minion
+started, its pillar changed) are coalesced and rate-limited the same way, per node.
 
 Every node where a stack may run watches its (shared) settings file, so one save is reported by
 each of them, with the same file ``version`` (``_beacons/ccc_settings.py``). A version that a job
@@ -23,7 +25,7 @@ published since already covers is not applied again (``VERSION_MEMORY``): the ot
 would each cost a full apply on every target, queued in front of the user's next save.
 
 No Salt here: the clock (``now``) and the master (``master``: ``cccs()``, ``returns(jid)``,
-``find_job(minions, jid)``, ``publish(stack, minions, notice)``, ``reconcile(minion)``) are
+``find_job(minions, jid)``, ``publish(stack, minions, notice)``, ``reconcile(minion, sync)``) are
 arguments, so coalescing and the rate limit are tested with a fake clock and a fake master.
 """
 
@@ -117,23 +119,6 @@ def notice_for(entry, now, limits):
     return text[:NOTICE_LIMIT]
 
 
-def noop(returns, stack):
-    """Whether a finished job changed nothing: every minion that returned ran the stack's state
-    cleanly without changes (the same edit seen by another node's beacon, say). Such an apply is
-    not counted against the user's rate limit."""
-    key = f"ccc_container_|-ccc-container-{stack}_|-{stack}_|-running"
-    if not returns:
-        return False
-    for data in returns.values():
-        ret = data.get("ret") if isinstance(data, dict) else None
-        state = ret.get(key) if isinstance(ret, dict) else None
-        if not isinstance(state, dict) or state.get("result") is not True or state.get("changes"):
-            return False
-    return True
-
-
-
-
 @contextlib.contextmanager
 def open_record(cachedir):
     """The redeploy record ``{"stacks": {stack: entry}, "users": {email: [apply times]},
@@ -182,18 +167,42 @@ def gone(entry, returned, now, master):
     return set(entry.get("gone") or ())
 
 
+def request(record, stack, version, now, limits, master):
+    """
+    A settings event for ``stack`` (``version``: the file version reported): coalesced from the
+    record alone first, so that an event while the stack's job is queued or running, or while its
+    user is held by the rate limit (what a flood of events mostly is), costs the same on a master
+    of 10 minions or 500. Only an event that may publish reads the pillar cache: for the stack's
+    targets and user when the record does not know the stack, and for the targets to publish to.
+    A job's return (the job-return reactor's ``flush``) publishes what waits behind it.
+    """
+    if covered(record, stack, version):
+        return {"stack": stack, "action": "covered", "targets": [], "jid": None}
+    entry = record["stacks"].get(stack)
+    if entry is None:
+        cccs = master.cccs()
+        if not targets_for(cccs, stack):
+            return {"stack": stack, "targets": [], "jid": None}
+        entry = record["stacks"][stack] = {"user": user_for(cccs, stack)}
+    entry["pending"] = True
+    if isinstance(version, str):  # the latest reported; a report without one keeps it
+        entry["version"] = version
+    if entry.get("jid"):
+        return {"stack": stack, "action": "wait", "targets": entry.get("targets") or [], "jid": entry["jid"]}
+    return advance(record, stack, now, limits, master)
+
+
 def advance(record, stack, now, limits, master):
-    """Decide for ``stack`` and act on it (publish, forget); returns what happened."""
-    before = record["stacks"].get(stack) or {}
-    entry, returns, done = dict(before), {}, set()
+    """Decide for ``stack`` and act on it (publish, forget); returns what happened. Every apply
+    published counts against the user's rate limit, also one that turns out to change nothing
+    (touching an unchanged file is a new version: uncounted, it would be an unlimited flood)."""
+    entry, done = dict(record["stacks"].get(stack) or {}), set()
     user = entry.get("user") or f"stack:{stack}"
     if entry.get("jid"):
         returns = master.returns(entry["jid"])
         done = set(returns) | gone(entry, returns, now, master)
     action, entry = decide(entry, record["users"].get(user), done, now, limits)
     applies = record["users"].setdefault(user, [])
-    if before.get("jid") and not entry.get("jid") and noop(returns, stack) and before.get("started") in applies:
-        applies.remove(before["started"])  # the job is over and changed nothing: not a redeploy
     result = {"stack": stack, "action": action, "targets": entry.get("targets") or [], "jid": entry.get("jid")}
     if action == "apply":
         minions = targets_for(master.cccs(), stack)
@@ -219,17 +228,22 @@ def advance_node(record, minion, now, limits, master):
     """
     Decide for the full reconcile of ``minion`` and act on it: at most one such job queued or
     running per node; a request meanwhile stays pending and ``flush`` publishes it once that job
-    has returned (or will not, see ``gone``). No per-user limit: the ``ccc_docker`` beacon fires
-    at most once per ``min_interval`` per node.
+    has returned (or will not, see ``gone``). The node's reconciles share the rate limit of a
+    user (``node:<minion>`` in the record's ``users``): a minion restarting in a loop, or an
+    engine that keeps restarting, gets ``max_applies`` per ``window``. ``sync`` in the entry (a
+    minion start) syncs the custom modules first, in the same job.
     """
     entry, done = dict(record["nodes"].get(minion) or {}), set()
     if entry.get("jid"):
         returns = master.returns(entry["jid"])
         done = set(returns) | gone(entry, returns, now, master)
-    action, entry = decide(entry, (), done, now, limits)
+    action, entry = decide(entry, record["users"].get(f"node:{minion}"), done, now, limits)
     if action == "apply":
-        jid = master.reconcile(minion)
-        entry.update(jid=jid or None, targets=[minion], started=now, pending=not jid)
+        jid = master.reconcile(minion, sync=bool(entry.get("sync")))
+        if jid:
+            record["users"].setdefault(f"node:{minion}", []).append(now)
+            entry.pop("sync", None)
+        entry.update(jid=jid or None, targets=[minion], started=now, pending=not jid, held_since=None)
     if action == "idle":
         record["nodes"].pop(minion, None)
     else:

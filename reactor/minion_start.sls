@@ -1,9 +1,13 @@
-{#- A minion (re)started: sync the custom modules, then reconcile all of its containers
-    (edits made while it was down are applied now). Ordered on the master by orchestrate, which
-    targets exactly that minion id (a list target: no glob, no pattern to check here). #}
+{#- A minion (re)started: the ccc runner syncs its custom modules and reconciles all of its
+    containers in one queued job (edits made while it was down are applied now), coalesced and
+    rate-limited per node with its other full reconciles, so a minion restarting in a loop does
+    not get a job per start. The id is minion-supplied: only an event whose tag names the same
+    id as its data goes on, as data (JSON); the runner checks it (ccc.MINION_ID_PATTERN, an
+    accepted minion key) and targets exactly that minion (a list target: no glob). #}
+{%- set node = data.get('id') %}
+{%- if node is string and tag == 'salt/minion/' ~ node ~ '/start' %}
 ccc-node-start:
-  runner.state.orchestrate:
+  runner.ccc.node_start:
     - args:
-      - mods: orch.ccc_node_start
-      - pillar:
-          ccc_node: {{ data.get('id') | json }}
+      - node: {{ node | json }}
+{%- endif %}

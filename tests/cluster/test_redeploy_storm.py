@@ -1,10 +1,12 @@
-"""A user saving a settings file about once a second: the master coalesces the redeploys per
-stack and rate-limits them per user (runner ``ccc``, flushed by the master's schedule), so the
+"""A user saving a settings file about once a second, or touching it unchanged twice a second:
+the master coalesces the redeploys per stack and rate-limits them per user (runner ``ccc``,
+flushed by the master's schedule; every apply counts, also one that changes nothing), so the
 nodes' state queues stay short, the container ends with the last save, and the user is told in
 ``.deploy`` when a redeploy was held back."""
 
 import datetime
 import itertools
+import os
 import time
 
 import pytest
@@ -20,11 +22,27 @@ NOTICE = "redeploys are limited to"
 SLACK = datetime.timedelta(seconds=0.2)
 
 
-def _changed(event):
-    """Whether this apply changed the container (applies that changed nothing are not counted)."""
-    ret = event.data.get("return") or {}
-    return any(value.get("changes") for key, value in ret.items()
-               if isinstance(value, dict) and "ccc-container-ana-main_" in key)
+TOUCH_FOR = 60  # s of touching an unchanged settings file
+TOUCH_INTERVAL = 0.5
+
+
+def _published(event_listener, master, node, after, stack="ana-main"):
+    """When the master published each ``state.apply`` of ``stack`` that targets ``node`` (its
+    ``salt/job/<jid>/new`` events), sorted."""
+    found = []
+    for event in event_listener.get_events([(master.id, "salt/job/*/new")], after_time=after):
+        kwargs = next((arg for arg in event.data.get("arg") or [] if isinstance(arg, dict)), {})
+        if event.data.get("fun") == "state.apply" and (kwargs.get("pillar") or {}).get("containers") == stack \
+                and node in (event.data.get("minions") or ()):
+            found.append(event.stamp)
+    return sorted(found)
+
+
+def _most_in_a_window(stamps):
+    """The most of ``stamps`` within any rate-limit window (less a little slack for the event's
+    own stamp)."""
+    window = datetime.timedelta(seconds=REDEPLOY_LIMITS["window"]) - SLACK
+    return max((len([t for t in stamps if first <= t < first + window]) for first in stamps), default=0)
 
 
 def test_a_save_every_second_is_coalesced_and_rate_limited(master, minions, dockerds, cluster_storage, event_listener):
@@ -64,15 +82,58 @@ def test_a_save_every_second_is_coalesced_and_rate_limited(master, minions, dock
         applies = state_apply_returns(event_listener, master, node, started, stack="ana-main")
         print(f"{node}: {len(applies)} applies for {len(events)} settings events (both nodes)")
         assert applies, "no apply at all"
-        # the rate limit itself: at most max_applies applies that changed the container per window
-        changing = sorted(published[e.data["jid"]] for e in applies
-                          if e.data["jid"] in published and _changed(e))
-        window = datetime.timedelta(seconds=REDEPLOY_LIMITS["window"]) - SLACK
-        for first in changing:
-            in_window = [t for t in changing if first <= t < first + window]
-            assert len(in_window) <= REDEPLOY_LIMITS["max_applies"], changing
+        # the rate limit itself: at most max_applies applies published per window
+        stamps = _published(event_listener, master, node, started)
+        assert _most_in_a_window(stamps) <= REDEPLOY_LIMITS["max_applies"], stamps
         assert all(event.data["retcode"] == 0 for event in applies)
         # coalesced: a job for the stack is published only once the previous one has returned
         # (give or take the moment between the master storing a return and firing its event)
         spans = sorted((published[e.data["jid"]], e.stamp) for e in applies if e.data["jid"] in published)
         assert all(later[0] > earlier[1] - SLACK for earlier, later in itertools.pairwise(spans)), spans
+
+
+def test_touching_an_unchanged_file_twice_a_second_is_rate_limited(master, minions, dockerds, cluster_storage,
+                                                                   event_listener):
+    """Each touch is a new file version that both nodes report; the applies it causes change
+    nothing, and still count: per node, no more applies are published than the limit allows,
+    the user reads in ``.deploy`` that they were held back, and an edit after the flood is
+    applied."""
+    node1 = dockerds["node1"]
+    path = settings_dir(cluster_storage, "ana.novak@example.org") / "ana-main.yml"
+    report = path.parent / "ana-main.deploy"
+    seen = []
+
+    def notice_seen():  # each apply rewrites the report: look often
+        text = report.read_text() if report.exists() else ""
+        if not seen and NOTICE in text:
+            seen.append(text)
+        return bool(seen)
+
+    time.sleep(SETTLE)  # events of an earlier test's edit are still on their way
+    started, first = time.time(), time.monotonic()
+    for tick in range(int(TOUCH_FOR / TOUCH_INTERVAL)):
+        os.utime(path)  # touch: a new mtime, the same settings
+        while time.monotonic() < first + (tick + 1) * TOUCH_INTERVAL:
+            notice_seen()
+            time.sleep(0.05)
+    touched = time.time()
+    assert wait_for(notice_seen, timeout=REDEPLOY_LIMITS["window"] + EDIT_TIMEOUT), \
+        "no .deploy told the user about the limit"
+    assert "waited" in seen[0]
+    # a real edit after the flood: applied once the window allows
+    size = (int(time.time()) % 100 + 300) * 1024**2
+    path.write_text(f"ana-main:\n  SHM_SIZE: {size // 1024**2}m\n")
+    assert wait_for(lambda: shm_of(node1, "ana-main") == size, timeout=REDEPLOY_LIMITS["window"] + EDIT_TIMEOUT), \
+        "the edit after the flood was not applied"
+    events = event_listener.get_events([(master.id, "salt/beacon/*/ccc_settings/ana-main")], after_time=started)
+    events = [event for event in events if event.stamp.timestamp() <= touched]
+    for node in NODES:
+        stamps = _published(event_listener, master, node, started)
+        during = [t for t in stamps if t.timestamp() <= touched]
+        print(f"{node}: {len(during)} applies published in {TOUCH_FOR} s of touches "
+              f"({len(events)} settings events, both nodes); at most {_most_in_a_window(stamps)} per "
+              f"{REDEPLOY_LIMITS['window']} s")
+        assert during, "the touches caused no apply at all"
+        assert _most_in_a_window(stamps) <= REDEPLOY_LIMITS["max_applies"], stamps
+        bound = REDEPLOY_LIMITS["max_applies"] * (TOUCH_FOR // REDEPLOY_LIMITS["window"] + 1)
+        assert len(during) <= bound, stamps

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.docker
 
 OUTAGE = 90  # s; a minion request times out after 60 s
 # from starting the master to the edit running: master start-up, the minion's reconnect, its
-# start event, the orchestrated sync_all and full reconcile (measured 5-10 s on this harness)
+# start event, its sync and full reconcile in one job (ccc.node_start; measured 5-10 s on this harness)
 APPLY_BOUND = 60
 
 

@@ -35,6 +35,7 @@ class FakeMaster:
     def __init__(self, clock, duration, down=()):
         self.clock, self.duration, self.down = clock, duration, set(down)
         self.jobs = []  # (published, fun, minions)
+        self.synced = []  # per reconcile: whether modules were synced first
         self.failing = 0
 
     def cccs(self):
@@ -52,10 +53,14 @@ class FakeMaster:
         self.jobs.append((self.clock.now, fun, minions))
         return str(len(self.jobs) - 1)
 
-    def reconcile(self, minion):
+    def accepted(self, minion):
+        return minion in CCCS or minion == "new-node"  # new-node: accepted, no pillar cached yet
+
+    def reconcile(self, minion, sync=False):
         if self.failing:
             self.failing -= 1
             return None
+        self.synced.append(sync)
         return self._job("reconcile", [minion])
 
     def publish(self, stack, minions, notice):
@@ -96,11 +101,12 @@ def test_requests_during_a_reconcile_give_one_more_after_it_never_a_pile_up(runn
         ccc_runner.reconcile_node("node1")
         if second % 2:
             ccc_runner.flush()
-    for _ in range(10):
+    for _ in range(30):
         clock.now += 2
         ccc_runner.flush()
     starts = master.reconciles("node1")
-    assert starts == [0.0, 5.0, 10.0, 15.0, 21.0]  # each once the one before returned (5 s)
+    # each once the one before returned (5 s), at most 3 per 60 s (the rate limit, per node)
+    assert starts == [0.0, 5.0, 10.0, 61.0]
     assert ccc_runner.redeploy_status()["nodes"] == {}
 
 
@@ -136,7 +142,7 @@ def test_a_failed_publish_is_retried_by_the_next_flush(runner):
 
 
 @pytest.mark.parametrize("node, error", [
-    ("node9", "no cached pillar for this minion"),
+    ("node9", "not an accepted minion"),
     ("../node1", "not a minion id"),
     ("", "not a minion id"),
     (None, "not a minion id"),
@@ -204,14 +210,63 @@ def render_sls(path, **context):
 
 
 @pytest.mark.parametrize("node", ["node1", "x y", "*", "node1: {evil: 1}"])
-def test_a_minion_start_orchestrates_exactly_that_minion(node):
-    """reactor/minion_start.sls passes the id as data; the orchestration targets it as a list
-    (an exact id, never a glob: "*" reconciles no other node)."""
+def test_a_minion_start_passes_the_id_to_the_runner_as_data(node):
+    """reactor/minion_start.sls passes the id as a JSON string (no keys or states can be added);
+    the runner checks it and targets exactly that minion ("*" reconciles no other node)."""
     reaction = render_sls("reactor/minion_start.sls", tag=f"salt/minion/{node}/start", data={"id": node})
-    assert reaction == {"ccc-node-start": {"runner.state.orchestrate": [
-        {"args": [{"mods": "orch.ccc_node_start"}, {"pillar": {"ccc_node": node}}]}]}}
-    orchestration = render_sls("salt/orch/ccc_node_start.sls", salt={"pillar.get": {"ccc_node": node}.get})
-    assert orchestration["ccc-node-start-sync"]["salt.function"][:3] == [
-        {"name": "saltutil.sync_all"}, {"tgt": [node]}, {"tgt_type": "list"}]
-    assert orchestration["ccc-node-start-reconcile"]["salt.state"][:3] == [
-        {"tgt": [node]}, {"tgt_type": "list"}, {"sls": "containers"}]
+    assert reaction == {"ccc-node-start": {"runner.ccc.node_start": [{"args": [{"node": node}]}]}}
+
+
+@pytest.mark.parametrize("tag, data", [
+    ("salt/minion/node2/start", {"id": "node1"}),    # the tag names another minion than the data
+    ("salt/minion/node1/start", {"id": ["node1"]}),
+    ("salt/minion/node1/start", {}),
+    ("salt/minion/node1/start/x", {"id": "node1"}),
+])
+def test_a_start_event_whose_tag_and_data_disagree_causes_nothing(tag, data):
+    assert render_sls("reactor/minion_start.sls", tag=tag, data=data) is None
+
+
+@pytest.mark.parametrize("node, error", [
+    ("node9", "not an accepted minion"),
+    ("*", "not a minion id"),
+    ("node1\n", "not a minion id"),
+    ("x y", "not a minion id"),
+    (None, "not a minion id"),
+])
+def test_a_start_of_an_unknown_or_odd_minion_is_refused(runner, node, error):
+    _, master = runner(duration=1)
+    assert ccc_runner.node_start(node) == {"node": node, "action": None, "error": error}
+    assert master.jobs == [] and ccc_runner.redeploy_status()["nodes"] == {}
+
+
+def test_a_start_syncs_the_modules_and_reconciles_in_one_job_also_without_cached_pillar(runner):
+    _, master = runner(duration=5)
+    assert ccc_runner.node_start("new-node") == {"node": "new-node", "action": "apply", "jid": "0"}
+    assert master.jobs == [(1000.0, "reconcile", ["new-node"])] and master.synced == [True]
+    ccc_runner.reconcile_node("node1")
+    assert master.synced == [True, False]  # an engine restart: no sync
+
+
+def test_a_minion_restarting_in_a_loop_gets_few_reconciles(runner):
+    """Each restart loses the queued job (the minion no longer has it): coalesced, it is
+    probed before the next goes; rate-limited per node, 3 per 60 s at most."""
+    clock, master = runner(duration=5, down={"node1"})
+    for second in range(120):  # a start event every second for two minutes
+        clock.now = 1000.0 + second
+        ccc_runner.node_start("node1")
+        if second % 2:
+            ccc_runner.flush()
+    starts = master.reconciles("node1")
+    assert all(len([t for t in starts if first <= t < first + 60]) <= 3 for first in starts), starts
+    assert 2 <= len(starts) <= 6 and all(master.synced)
+
+
+def test_a_sync_asked_during_a_reconcile_goes_with_the_next_one(runner):
+    clock, master = runner(duration=5)
+    ccc_runner.reconcile_node("node1")
+    clock.now += 1
+    assert ccc_runner.node_start("node1")["action"] == "wait"
+    clock.now += 5
+    ccc_runner.flush()
+    assert master.reconciles("node1") == [0.0, 6.0] and master.synced == [False, True]

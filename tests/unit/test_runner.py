@@ -173,19 +173,42 @@ def test_a_save_every_second_is_coalesced_rate_limited_and_ends_applied(runner):
         clock.now += 2
         ccc_runner.flush()
     starts = [start for start, _ in master.applies()]
-    assert starts[:3] == [0.0, 3.0, 6.0]  # coalesced: the next job only after the previous returned
+    assert starts[:3] == [0.0, 3.0, 7.0]  # coalesced: the next job at the first flush after the previous returned
     assert len(starts) == 4 and starts[3] >= 60.0  # then held by the limit (3 per 60 s)
     assert master.applies()[0][1] is None and "waited" in master.applies()[3][1]
     assert ccc_runner.redeploy_status()["stacks"] == {}
 
 
-def test_applies_that_changed_nothing_do_not_count_against_the_limit(runner):
-    clock, master = runner(duration=1, changes=False)  # e.g. the same edit seen by every node's beacon
-    for second in range(0, 20, 2):
-        clock.now = 1000.0 + second
-        ccc_runner.flush()
-        ccc_runner.redeploy("ana-main")
-    assert len(master.applies()) == 10 and all(notice is None for _, notice in master.applies())
+def test_touching_an_unchanged_file_twice_a_second_gets_no_more_applies_than_the_limit(runner):
+    """Each touch is a new file version; applies that change nothing count too, or a touch
+    flood would be an apply flood."""
+    clock, master = runner(duration=1, changes=False)
+    for tick in range(240):  # 120 s: a touch every 0.5 s, the flush schedule every 2 s
+        clock.now = 1000.0 + tick / 2
+        ccc_runner.redeploy("ana-main", version=f"{1000 + tick}:20:7")
+        if tick % 4 == 3:
+            ccc_runner.flush()
+    starts = [start for start, _ in master.applies()]
+    assert all(len([t for t in starts if first <= t < first + LIMITS["window"]]) <= LIMITS["max_applies"]
+               for first in starts), starts
+    assert len(starts) == 6  # two windows of 3
+    assert "waited" in master.applies()[3][1]  # the held one tells the user
+
+
+def test_an_event_that_joins_a_pending_or_running_apply_reads_no_pillar(runner):
+    """The master's work per event before coalescing does not grow with the number of minions:
+    only an event that may publish reads the minions' cached pillar."""
+    clock, master = runner(duration=3, changes=False)
+    reads = []
+    cccs = master.cccs
+    master.cccs = lambda: (reads.append(clock.now), cccs())[1]
+    for tick in range(120):
+        clock.now = 1000.0 + tick / 2
+        ccc_runner.redeploy("ana-main", version=f"{1000 + tick}:20:7")
+        if tick % 4 == 3:
+            ccc_runner.flush()
+    assert 0 < len(reads) <= 2 * len(master.applies()), (reads, master.applies())
+    assert ccc_runner.redeploy_status()["stacks"]["ana-main"]["pending"]
 
 
 @pytest.mark.parametrize("trouble, expected", [
