@@ -35,20 +35,22 @@ UNKNOWN = object()  # lstat failed for another reason than "not there": decide l
 
 
 def signature(path):
-    """``(mtime_ns, size, inode)`` of ``path`` itself (never through a symlink), ``None`` when
-    it does not exist, ``UNKNOWN`` on any other error."""
+    """``(mtime_ns, ctime_ns, size, inode)`` of ``path`` itself (never through a symlink),
+    ``None`` when it does not exist, ``UNKNOWN`` on any other error. The ctime: the user sets the
+    mtime (``touch -d``), so a save of the same size with the mtime set back would otherwise look
+    unchanged; every change moves the ctime (the NFS server's, the same on every client)."""
     try:
         st = os.stat(path, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError:
         return UNKNOWN
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
+    return (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
 
 
 def version(sig):
     """
-    A settled change's file version as event data: ``"<mtime_ns>:<size>:<inode>"``, or
+    A settled change's file version as event data: ``"<mtime_ns>:<ctime_ns>:<size>:<inode>"``, or
     ``"deleted"``. Every node that watches the (shared) file sees the same version, so the
     master applies one edit once however many nodes report it.
     """

@@ -5,7 +5,7 @@ On the host that file is ``<ccc:cluster:mount_points:nfs:user_data>/<USER_EMAIL>
 container-settings/<STACK_NAME>.yml``. The beacon fires one event per changed stack, tagged
 ``salt/beacon/<minion id>/ccc_settings/<STACK_NAME>`` with data
 ``{"stack": <STACK_NAME>, "change": "modified" | "deleted" | "created", "version":
-"<mtime_ns>:<size>:<inode>" | "deleted", "id": <minion id>}`` (``"replay": True`` and no
+"<mtime_ns>:<ctime_ns>:<size>:<inode>" | "deleted", "id": <minion id>}`` (``"replay": True`` and no
 version for a change fired again after a pillar render error, see below). It never reads a
 settings file (the deployment does that, on the minion, with its own checks). Every node that
 may run the stack watches the same shared file and reports the same ``version``; the master
@@ -22,10 +22,10 @@ How it watches (``inotify_simple``, not Salt's pyinotify beacon; ``_ccc_settings
   apart are coalesced by the master (one apply queued or running per stack). ``max_delay`` (s, default 10): a file that keeps changing
   still fires at least this often.
 * ``poll_interval`` (s, default 30): every so often each file is ``lstat``-ed and fires when
-  ``(mtime_ns, size, inode)`` changed. inotify does not see edits made on another NFS client,
+  ``(mtime_ns, ctime_ns, size, inode)`` changed. inotify does not see edits made on another NFS client,
   and a settings directory that does not exist yet is looked for again at this interval and
   watched once it appears.
-* An event fires only when the file's ``(mtime_ns, size, inode)`` differs from what was last
+* An event fires only when the file's ``(mtime_ns, ctime_ns, size, inode)`` differs from what was last
   seen; the first sight of a file (beacon start, a new stack in the configuration) never fires.
 * Symlinks are never followed: a symlinked ``.yml`` still fires (the deployment then refuses
   it), its target is never opened.

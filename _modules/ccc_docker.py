@@ -15,6 +15,7 @@ Return shapes, one per kind of function:
   changed (or would), and raise ``CommandExecutionError`` when they cannot act at all.
 """
 
+import datetime
 import logging
 
 from salt.exceptions import CommandExecutionError
@@ -115,6 +116,11 @@ def deploy_many(names=None, test=False):
             _announce(stack)
         if outcome.pop("overlay_needed", None):
             _send(ccc_swarm.EVENT_OVERLAY_NEEDED, stack)
+        recheck = outcome.pop("recheck_move", None)
+        if recheck is not None:
+            _recheck_move(stack, recheck)
+        if outcome.pop("move_done", None):
+            _recheck_move(stack, None)
     if (inputs.swarm or {}).get("creator") and inputs.swarm.get("active"):
         _prune_overlays(ccc, node, test)
     return outcomes
@@ -151,6 +157,33 @@ def _announce(stack):
         __salt__["event.send"](f"ccc/moved/{stack}", {"stack": stack})
     except Exception as exc:  # noqa: BLE001 - a lost announcement only delays the removal
         log.warning("could not announce that %s runs here: %s", stack, exc)
+
+
+def _recheck_move(stack, seconds):
+    """
+    This node keeps a copy of ``stack`` for a move: once its move window
+    (``ccc:cluster:moves:max_window``) ends, ask the master to apply the stack again
+    (``ccc/moved/<STACK>``, as a node that starts it does), so the copy goes even if the new
+    node never reports. A one-shot entry of this minion's schedule, replaced on every keep (a
+    restarted minion reconciles every container, which schedules it again); ``seconds`` None:
+    the copy went, forget it. Masterless: nothing listens, nothing is scheduled.
+    """
+    if __opts__.get("file_client") == "local":
+        return
+    name = f"ccc-move-window-{stack}"
+    try:
+        __salt__["schedule.delete"](name, persist=False)
+        if seconds is None:
+            return
+        when = datetime.datetime.now() + datetime.timedelta(seconds=max(0.0, float(seconds)) + 1)
+        added = __salt__["schedule.add"](
+            name, function="event.send", job_args=[f"ccc/moved/{stack}"], job_kwargs={"data": {"stack": stack}},
+            once=when.strftime("%Y-%m-%dT%H:%M:%S"), return_job=False, persist=False)
+    except Exception as exc:  # noqa: BLE001 - the next apply of the stack schedules it again
+        log.warning("could not schedule the end of the move window of %s: %s", stack, exc)
+        return
+    if not (added or {}).get("result"):
+        log.warning("could not schedule the end of the move window of %s: %s", stack, (added or {}).get("comment"))
 
 
 def deploy(name, test=False):

@@ -16,6 +16,7 @@ is told about, never a silent skip.
 import logging
 import os
 import threading
+import time
 
 import ccc_engine
 import ccc_feedback
@@ -231,8 +232,9 @@ def _test_run(resolution, spec, attrs):
 
 def _remove(client, cluster, node, resolution, attrs, test):
     """Not placed here, or DISABLED: remove it (a move keeps it until the new node runs it)."""
+    moved = None
     if attrs is not None and resolution.get("placement") and not resolution["reason"].startswith("DISABLED"):
-        kept = _keep_for_move(cluster, resolution, test)
+        kept, moved = _keep_for_move(cluster, resolution, test)
         if kept is not None:
             return kept
     stack = resolution["stack"]
@@ -253,10 +255,17 @@ def _remove(client, cluster, node, resolution, attrs, test):
         ccc_feedback.write_report(resolution, "removed: the administrators disabled this container", ccc_pillar.file_owner(cluster))
     if not test:
         ccc_moves.clear(cluster["state_dir"], stack, resolution["node"])
+        if moved:  # the user reads where it runs now (or why this copy went before the move completed)
+            ccc_feedback.write_report(resolution, moved, ccc_pillar.file_owner(cluster))
     comment = f"{stack}: not on this node ({resolution['reason']})"
     if changes:
         comment = f"{stack}: {'would be' if test else 'was'} {' and '.join(changes)} ({resolution['reason']})"
-    return {"result": None if (test and changes) else True, "changes": changes, "comment": comment}
+    result = {"result": None if (test and changes) else True, "changes": changes, "comment": comment}
+    if moved:
+        result["comment"] += f"; {moved}"
+        if not test:
+            result["move_done"] = True  # the execution module drops the end-of-window recheck
+    return result
 
 
 def purge_paths(cluster, resolution):
@@ -286,8 +295,8 @@ def purge_paths(cluster, resolution):
 
 
 def _settings_since(resolution):
-    """When the user last saved the settings file (0 without one): a move is confirmed only by
-    a marker written after it."""
+    """When the user last saved the settings file (0 without one): one more start of a crashed
+    container (``ccc_swap.run``). Never used for moves: the user sets this time."""
     paths = resolution.get("paths") or {}
     if not paths.get("settings_folder") or resolution.get("settings_status") != "applied":
         return 0  # no file, or a rejected one: the placement is the one already accepted
@@ -300,7 +309,7 @@ def _note_here(cluster, resolution, running, error=None):
     stack, here = resolution["stack"], resolution["node"]
     try:
         markers = ccc_moves.read(cluster["state_dir"], stack)
-        if ccc_moves.needs_note(markers.get(here), running, error, _settings_since(resolution)):
+        if ccc_moves.needs_note(markers, here, running, error):
             ccc_moves.write(cluster["state_dir"], stack, here, running, error)
     except OSError as exc:
         log.warning("cannot record the state of %s on %s: %s", stack, here, exc)
@@ -320,17 +329,35 @@ def _kept_elsewhere(cluster, resolution):
 def _keep_for_move(cluster, resolution, test):
     """
     Make-before-break: the container is placed on other nodes; keep this copy running until
-    one of them reports it running for the current settings. Returns the outcome when the
-    copy is kept, None when it may go.
+    one of them reports it running since this copy was placed here, at most
+    ``ccc:cluster:moves:max_window`` s (``ccc_moves.keep_or_remove``, on root's markers and this
+    node's clock). Returns ``(outcome, None)`` when the copy is kept, ``(None, sentence)`` when it
+    goes (the sentence tells the user where it runs, or why it went before the move completed).
     """
     stack, here, placement = resolution["stack"], resolution["node"], resolution["placement"]
-    ok, why = ccc_moves.confirmed(ccc_moves.read(cluster["state_dir"], stack), placement, here,
-                                  _settings_since(resolution))
-    if ok:
-        return None
-    comment = f"{stack}: {'would be' if test else 'is'} kept running on {here} until {', '.join(placement)} runs it: {why}"
+    window, problem = ccc_moves.max_window(cluster)
+    where = ", ".join(placement)
+    step = ccc_moves.keep_or_remove(ccc_moves.read(cluster["state_dir"], stack), placement, here, time.time(), window)
+    if step["action"] == "remove":
+        return None, f"moved to {where} ({step['why']}); the copy on {here} was removed"
+    if step["action"] == "expire":
+        return None, (f"removed from {here} after {step['waited']:.0f} s: {step['why']}, and a move keeps the old "
+                      f"copy {window:.0f} s at most; it runs on {where} once started there")
+    left = "" if step["recheck"] is None else f"; it goes from {here} in {step['recheck']:.0f} s at the latest"
+    comment = (f"{stack}: {'would be' if test else 'is'} kept running on {here} until {where} runs it: "
+               f"{step['why']}{left}")
+    if problem:
+        comment += f"; {problem}"
+    outcome = {"result": True, "changes": {}, "comment": comment}
     if not test:
-        ccc_moves.write(cluster["state_dir"], stack, here, True, kept=True)
-        ccc_feedback.write_report(resolution, f"still running on {here}: moving to {', '.join(placement)}, where {why}",
+        try:
+            if step["marker"]:
+                ccc_moves.write(cluster["state_dir"], stack, here, True, kept=True, now=step["marker"]["at"],
+                                placed_at=step["marker"]["placed_at"])
+        except OSError as exc:  # the shared storage is away: kept all the same, the window restarts later
+            log.warning("cannot record the kept copy of %s on %s: %s", stack, here, exc)
+        ccc_feedback.write_report(resolution, f"still running on {here}: moving to {where}, where {step['why']}{left}",
                                   ccc_pillar.file_owner(cluster))
-    return {"result": True, "changes": {}, "comment": comment}
+        if step["recheck"] is not None:
+            outcome["recheck_move"] = step["recheck"]  # the execution module asks again when the window ends
+    return outcome, None

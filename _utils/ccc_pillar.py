@@ -41,6 +41,7 @@ CLUSTER_DEFAULTS = {
     "reserved_subdomains": ["portainer", "patroller", "{node}-metrics", "{node}-monitor"],
     "remove_orphans": True,
     "orphans": {"max_share": 0.5},
+    "moves": {"max_window": 300},
     "sshd_keys_read_only": True,
     "host_keys": {"rsa_bits": 3072},
     "hardening": {"no_new_privileges": True, "cap_drop": ["MKNOD", "NET_RAW", "SETFCAP"], "pids_limit": 16384},

@@ -23,6 +23,8 @@ QUIET_PERIOD = _ccc_settings_watcher.DEFAULTS["quiet_period"]  # the product's
 POLL_INTERVAL = 5
 # The master's redeploy limits (ccc_redeploy): tight enough that a short test reaches the rate limit.
 REDEPLOY_LIMITS = {"max_applies": 3, "window": 15, "job_timeout": 60}
+# ccc:cluster:moves:max_window of the test site: short enough that a test sees a move window end.
+MOVE_WINDOW = 40
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +72,7 @@ def overrides_root(tmp_path_factory, dockerds, cluster_storage, beacon_settings,
         base = yaml.safe_load((site.SAMPLE_SITE / "nodes" / f"{node}.sls").read_text())["ccc"]
         ccc = site.deep_merge(base, {
             "cluster": dict(site.storage_overrides(cluster_storage), networks=site.network_overrides(node),
-                            beacon=beacon_settings),
+                            beacon=beacon_settings, moves={"max_window": MOVE_WINDOW}),
             "node": {"docker_url": daemon.url, **site.node_local(cluster_storage, node)},
             # All simulated nodes share one kernel, so host bind mounts would be shared too.
             "user_types": {"researcher": {"allowed_private_data_mount_groups": []}},

@@ -221,7 +221,7 @@ def test_salt_loads_validates_and_runs_the_beacon_from_pillar(rendered):
     st = (settings / "cene-thesis.yml").stat()
     assert events == [{
         "tag": "salt/beacon/node3/ccc_settings/cene-thesis",
-        "data": {"stack": "cene-thesis", "change": "modified", "version": f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}",
+        "data": {"stack": "cene-thesis", "change": "modified", "version": f"{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}:{st.st_ino}",
                  "id": "node3"},
         "beacon_name": "ccc_settings",
     }]

@@ -367,16 +367,39 @@ def test_the_version_names_the_file_state_every_node_sees(settings_dir, clock, m
     clock.advance(2.1)
     st = os.stat(yml, follow_symlinks=False)
     assert watcher.poll() == [{"stack": "ana-main", "change": "modified",
-                               "version": f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}"}]
+                               "version": f"{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}:{st.st_ino}"}]
     other = make_watcher(files_of(yml))  # another node's watcher of the same file
     os.utime(yml, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert watcher.poll() == other.poll() == []
     clock.advance(2.1)
-    assert watcher.poll()[0]["version"] == other.poll()[0]["version"] == f"{st.st_mtime_ns + 10**9}:{st.st_size}:{st.st_ino}"
+    touched = os.stat(yml, follow_symlinks=False)
+    assert watcher.poll()[0]["version"] == other.poll()[0]["version"] == \
+        f"{st.st_mtime_ns + 10**9}:{touched.st_ctime_ns}:{st.st_size}:{st.st_ino}"
     yml.unlink()
     assert watcher.poll() == []
     clock.advance(2.1)
     assert watcher.poll() == [{"stack": "ana-main", "change": "deleted", "version": "deleted"}]
+
+
+def test_a_save_with_the_mtime_set_back_is_a_new_version(settings_dir, clock, make_watcher):
+    """The user sets the mtime (``touch -d 2100-01-01`` after each save): a later save of the same
+    size dated the same is still a change with a new version (the ctime moves), so the master
+    neither misses it nor takes it for an edit it already applied."""
+    yml = settings_dir / "ana-main.yml"
+    watcher = make_watcher(files_of(yml))
+    dated = 4102444800 * 10**9  # 2100-01-01
+    versions = []
+    for nodes in ("node2", "node1"):
+        write(yml, f"ana-main: {{DEPLOYMENT_NODES: [{nodes}]}}\n")
+        os.utime(yml, ns=(dated, dated))
+        assert watcher.poll() == []
+        clock.advance(2.1)
+        events = watcher.poll()
+        assert [event["change"] for event in events] == ["modified"]
+        versions.append(events[0]["version"])
+        time.sleep(0.01)  # a later ctime (ns clock granularity)
+    assert versions[0] != versions[1]
+    assert all(version.startswith(f"{dated}:") for version in versions)
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,7 +611,7 @@ def test_immediate_fires_when_the_quiet_period_ends_as_salt_fires_beacon_events(
     # exactly what salt.beacons.Beacon.process makes of the beacon's return, for the minion to forward
     assert immediate.fired.calls == [("__beacons_return", {"beacons": [{
         "tag": "salt/beacon/node1/ccc_settings/ana-main",
-        "data": {"stack": "ana-main", "change": "modified", "version": f"{st.st_mtime_ns}:{st.st_size}:{st.st_ino}",
+        "data": {"stack": "ana-main", "change": "modified", "version": f"{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}:{st.st_ino}",
                  "id": "node1"},
         "beacon_name": "ccc_settings"}]})]
     assert 0.2 <= latency < 1.0, latency  # the quiet period, not a later call of the beacon
