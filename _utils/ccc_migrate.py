@@ -19,6 +19,7 @@ import ccc_migrate_paths as paths
 import ccc_migrate_report
 import ccc_migrate_secrets
 import ccc_migrate_vault
+import ccc_migrate_write
 
 DEFAULT_IMAGE_PREFIX = "vicoslab/ccc:"
 FIRST = ("mount_points",)  # keys other mappings read (nfs_mounts needs the mount points)
@@ -62,7 +63,18 @@ def _image_policy(site, report):
 def _map_hosts(inventory, site, report):
     local = {str(path).rstrip("/"): key for key, path in (paths.get(site, "cluster:mount_points:local") or {}).items()}
     nodes = {}
+    files = {}  # node file -> the hosts it would serve
+    for node in inventory["nodes"]:
+        files.setdefault(ccc_migrate_write.node_file(node), []).append(node)
     for node, meta in inventory["nodes"].items():
+        sharing = files[ccc_migrate_write.node_file(node)]
+        if len(sharing) > 1:
+            others = ", ".join(markers.name(other) for other in sharing if other != node)
+            report.refused(inventory["hosts_file"], f"host {markers.name(node)}",
+                           f"its pillar file {ccc_migrate_write.node_file(node)} would also be the file of {others} "
+                           "(pillar/top.sls replaces the dots of a minion id by underscores), so each minion would "
+                           "read the other's node data: the node is left out (rename one host)")
+            continue
         for key in meta:
             report.not_mapped(inventory["hosts_file"], f"{node}.{key}",
                               "Ansible connection variable: the Salt minion id must be the node name")
