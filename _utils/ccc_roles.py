@@ -41,6 +41,15 @@ ALIASES = {"sshd-hostkey": "sshd_hostkeys", "frp-client": "frp_client", "superfa
 # Roles applied only by a run whose ccc:only_roles names them, as in the original (a driver
 # installation is an explicit act); ccc:roles still switches them off or to absent.
 ONLY_WHEN_NAMED = ("mellanox",)
+# The original's role names that are no role of their own here, as ccc:only_roles may name them
+# (an admin's old command line): what a run does for each, said in the run's summary.
+# The portainer role declared docker as its dependency, so only_roles=portainer ran docker too.
+ONLY_ROLES_MAPPED = {"portainer": ("docker", "the Portainer agent and UI are part of the docker role "
+                                             "(ccc:docker:portainer_agent, ccc:docker:portainer_ui)")}
+RETIRED = {"compute-container-nightwatch": (
+    "the original's nightwatch is replaced by the settings beacon and the master's reactor, which "
+    "redeploy a stack when its settings file changes and every stack at a node's start; they are always "
+    "on, there is no role to run (docs/roles.md)")}
 # Roles whose settings live under another pillar key than ``ccc:<role>``: the agents' own keys,
 # which their configuration modules (ccc_fan_config, ccc_exporter_config) already read.
 SETTINGS_KEYS = {"superfan_gpu": "fans", "monitoring_agent": "monitoring"}
@@ -54,6 +63,10 @@ def role_name(name):
         name = ALIASES.get(name, name)
         if name in DEFAULT_ON:
             return name
+        if name in ONLY_ROLES_MAPPED:
+            raise ValueError(f"{name!r} is no role of its own: {ONLY_ROLES_MAPPED[name][1]}")
+        if name in RETIRED:
+            raise ValueError(f"{name!r} is no role here: {RETIRED[name]}")
     raise ValueError(f"unknown role {name!r}; the roles are: {', '.join(ORDER)}")
 
 
@@ -81,25 +94,46 @@ def switches(roles_pillar):
 
 def only_roles(value):
     """``ccc:only_roles`` as a list of role names (``None`` when the run is not limited)."""
+    return only_roles_read(value)[0]
+
+
+def only_roles_read(value):
+    """
+    ``ccc:only_roles`` read: ``(role names or None, notes)``. The original's ``portainer`` stands
+    for the docker role and ``compute-container-nightwatch`` for nothing (the beacon and reactor
+    replace it); each such name gives a note saying so, any other unknown name a ``ValueError``.
+    """
     if value in (None, "", []):
-        return None
+        return None, []
     if isinstance(value, str):
         value = value.split(",")
     if not isinstance(value, list):
         raise ValueError(f"ccc:only_roles must be a list or a comma-separated string, got {value!r}")
-    return [role_name(name) for name in value if not (isinstance(name, str) and not name.strip())]
+    roles, notes = [], []
+    for name in value:
+        key = name.strip() if isinstance(name, str) else name
+        if key == "":
+            continue
+        if key in ONLY_ROLES_MAPPED:
+            roles.append(ONLY_ROLES_MAPPED[key][0])
+            notes.append(f"only_roles {key} runs the {ONLY_ROLES_MAPPED[key][0]} role: {ONLY_ROLES_MAPPED[key][1]}")
+        elif key in RETIRED:
+            notes.append(f"only_roles {key} runs nothing: {RETIRED[key]}")
+        else:
+            roles.append(role_name(key))
+    return roles, notes
 
 
 def select(roles_pillar, only=None):
     """
     What one ``state.apply cluster`` does, in role order: ``{"apply": [role], "clean": [role],
-    "skipped": {role: why}}``. ``only_roles`` limits the run but never overrides a node's
+    "skipped": {role: why}, "notes": [what an original's role name in only_roles stands for]}``. ``only_roles`` limits the run but never overrides a node's
     explicit ``false``/``absent``: a role switched off for a node stays off there.
     """
     state = switches(roles_pillar)
-    limit = only_roles(only)
+    limit, notes = only_roles_read(only)
     explicit = set(switches_named(roles_pillar))
-    plan = {"apply": [], "clean": [], "skipped": {}}
+    plan = {"apply": [], "clean": [], "skipped": {}, "notes": notes}
     for role in ORDER:
         value = state[role]
         if limit is not None and role not in limit:

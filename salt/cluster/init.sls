@@ -14,6 +14,13 @@ include:
 {%-   endfor %}
 {%- endif %}
 
+{%- for note in plan.notes %}
+
+ccc-cluster-roles-note-{{ loop.index }}:
+  test.succeed_without_changes:
+    - name: {{ note | json }}
+{%- endfor %}
+
 ccc-cluster-roles-summary:
   test.succeed_without_changes:
     - name: "cluster roles applied: {{ plan.apply | join(', ') or 'none' }}; cleaned: {{ plan.clean | join(', ') or 'none' }}; skipped: {{ plan.skipped | length }}"

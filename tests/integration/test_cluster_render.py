@@ -69,6 +69,18 @@ def test_an_unknown_role_fails_the_run_and_names_the_roles(tmp_path):
     assert "fail2ban, mellanox, netplan, zfs, nvidia, docker, swarm, frp_client" in text
 
 
+def test_the_originals_role_names_in_only_roles_say_what_they_run(tmp_path):
+    salt_node = site.SaltNode(tmp_path / "work", "node1", "unix:///nonexistent.sock", tmp_path / "storage",
+                              extra_ccc={"only_roles": "compute-container-nightwatch,timezone"})
+    output, returncode = salt_node.salt_call("state.apply", "cluster", "test=True", check=False)
+    assert returncode == 0, output
+    states = sorted(output.values(), key=lambda state: state["__run_num__"])
+    assert _roles(states) == ["timezone"]
+    notes = [s["name"] for s in states if s["__id__"].startswith("ccc-cluster-roles-note-")]
+    assert notes == [f"only_roles compute-container-nightwatch runs nothing: "
+                     f"{ccc_roles.RETIRED['compute-container-nightwatch']}"]
+
+
 def test_the_swarm_role_in_test_mode_on_the_leader_and_on_workers(tmp_path, node1_dockerd):
     """Swarm on (the sample keeps it off), test=True against a test dockerd in no swarm: the
     leader would initialise it and make an overlay per active sample stack; a worker would join

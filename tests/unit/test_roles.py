@@ -78,3 +78,30 @@ def test_the_mellanox_driver_runs_only_when_only_roles_names_it():
     assert ccc_roles.select({}, "mellanox")["apply"] == ["mellanox"]
     assert ccc_roles.select({"mellanox": False}, "mellanox")["apply"] == []
     assert ccc_roles.select({"mellanox": "absent"})["clean"] == ["mellanox"]
+
+
+def test_the_originals_portainer_role_runs_the_docker_role_and_says_so():
+    plan = ccc_roles.select({}, "portainer,timezone")
+    assert plan["apply"] == ["docker", "timezone"]
+    assert plan["notes"] == ["only_roles portainer runs the docker role: the Portainer agent and UI are part of "
+                             "the docker role (ccc:docker:portainer_agent, ccc:docker:portainer_ui)"]
+    assert ccc_roles.select({"docker": False}, "portainer")["apply"] == []
+
+
+def test_the_originals_nightwatch_runs_nothing_and_says_what_replaces_it():
+    plan = ccc_roles.select({}, "compute-container-nightwatch")
+    assert plan["apply"] == []
+    assert set(plan["skipped"]) == set(ccc_roles.ORDER)
+    assert plan["notes"][0].startswith("only_roles compute-container-nightwatch runs nothing: the original's "
+                                       "nightwatch is replaced by the settings beacon and the master's reactor")
+    assert ccc_roles.select({}, "docker, compute-container-nightwatch")["apply"] == ["docker"]
+    assert ccc_roles.select({})["notes"] == []
+
+
+@pytest.mark.parametrize("name, message", [
+    ("portainer", "'portainer' is no role of its own: the Portainer agent and UI are part of the docker role"),
+    ("compute-container-nightwatch", "'compute-container-nightwatch' is no role here: the original's nightwatch"),
+])
+def test_ccc_roles_names_the_originals_names_with_what_they_became(name, message):
+    with pytest.raises(ValueError, match=message):
+        ccc_roles.select({name: True})
