@@ -156,7 +156,8 @@ def active_sessions():
     """
     Show the live SSH sessions of this node's running containers: per STACK_NAME the user
     (``ccc-user.email`` label), the node, the number of established connections to the
-    container's port 22 and their peers, read from the container's connection tables on the host.
+    container's port 22 and their peers, read from the container's connection tables on the host
+    (``truncated``: a table was longer than is read, ``ccc_netstats.MAX_TCP_BYTES``: at least).
 
     CLI Example:
 
@@ -170,9 +171,10 @@ def active_sessions():
     with ccc_engine.session(node, CommandExecutionError) as client:
         for stack, attrs in _running(client):
             try:
-                peers = _usage(client, attrs)["ssh_peers"]
+                usage = _usage(client, attrs)
             except ccc_netstats.NetnsGone:
                 continue  # stopped meanwhile: no sessions
             found[stack] = {"user": ccc_engine.labels(attrs).get("ccc-user.email"), "node": node["name"],
-                            "sessions": len(peers), "peers": sorted(peers)}
+                            "sessions": len(usage["ssh_peers"]), "peers": sorted(usage["ssh_peers"]),
+                            "truncated": usage["ssh_peers_truncated"]}
     return found

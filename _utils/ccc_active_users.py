@@ -24,7 +24,8 @@ def report(returns):
     """
     ``{"users": [{"user", "stack", "node", "sessions"}], "nodes": {node: "ok" | problem},
     "retcode": 0 | 1}``: containers with at least one session, sorted by user, stack, node;
-    retcode 1 when a node could not tell.
+    retcode 1 when a node could not tell. A container whose connection tables were cut at the
+    node's read limit is listed even without a session found, with ``sessions_at_least``.
     """
     users, nodes = [], {}
     for node in sorted(returns or {}):
@@ -33,8 +34,12 @@ def report(returns):
         if problem:
             continue
         for stack, entry in sorted(returns[node]["ret"].items()):
-            if isinstance(entry, dict) and entry.get("sessions"):
-                users.append({"user": entry.get("user") or "(unknown)", "stack": stack,
-                              "node": entry.get("node") or node, "sessions": int(entry["sessions"])})
+            if isinstance(entry, dict) and (entry.get("sessions") or entry.get("truncated")):
+                row = {"user": entry.get("user") or "(unknown)", "stack": stack,
+                       "node": entry.get("node") or node, "sessions": int(entry.get("sessions") or 0)}
+                if entry.get("truncated"):
+                    row["sessions_at_least"] = ("its connection tables are longer than a node reads: "
+                                                "it may have more sessions")
+                users.append(row)
     users.sort(key=lambda row: (row["user"], row["stack"], row["node"]))
     return {"users": users, "nodes": nodes, "retcode": int(any(state != "ok" for state in nodes.values()))}

@@ -9,6 +9,8 @@ of a recreate and look-alikes of another name are not counted):
 * ``ccc_container_restarts_total{stack}``: Docker's ``RestartCount`` of the current container;
 * ``ccc_container_running{stack}``: 1 while it runs, 0 when it exists but does not;
 * ``ccc_container_ssh_sessions{stack}``: established connections to its port 22;
+* ``ccc_container_ssh_sessions_truncated{stack}``: 1 when its connection tables were longer
+  than a scrape reads (``ccc_netstats.MAX_TCP_BYTES`` each): the session count is a lower bound;
 * ``ccc_container_collection_success`` and ``ccc_container_collection_failures_total``: whether
   Docker could be asked in this scrape, and how often it could not.
 
@@ -61,11 +63,13 @@ def read_containers(client, proc_root="/proc"):
         labels = (attrs.get("Config") or {}).get("Labels") or {}
         row = {"stack": labels.get(ccc_rules.STACK_LABEL), "user": labels.get(EMAIL_LABEL),
                "running": bool((attrs.get("State") or {}).get("Running")),
-               "restarts": int(attrs.get("RestartCount") or 0), "networks": {}, "ssh_sessions": None}
+               "restarts": int(attrs.get("RestartCount") or 0), "networks": {}, "ssh_sessions": None,
+               "ssh_truncated": False}
         if row["running"]:
             try:
                 usage = ccc_netstats.container_usage(attrs, lambda: _inspect(client, attrs["Id"]), proc_root)
-                row.update(networks=usage["networks"], ssh_sessions=len(usage["ssh_peers"]))
+                row.update(networks=usage["networks"], ssh_sessions=len(usage["ssh_peers"]),
+                           ssh_truncated=usage["ssh_peers_truncated"])
             except ccc_netstats.NetnsGone as exc:
                 log.debug("%s: %s", row["stack"], exc)
         rows.append(row)
@@ -116,6 +120,9 @@ class ContainerCollector:
                                     labels=stack_labels)
         ssh = GaugeMetricFamily("ccc_container_ssh_sessions", "Established TCP connections to the compute "
                                 "container's port 22", labels=stack_labels)
+        ssh_cut = GaugeMetricFamily("ccc_container_ssh_sessions_truncated", "1 when the compute container's "
+                                    "connection tables were cut at the read limit (ssh_sessions is then a lower "
+                                    "bound)", labels=stack_labels)
         for row in rows:
             user = [_label(row["user"])] if self.user_labels else []
             stack = [_label(row["stack"])] + user
@@ -123,6 +130,7 @@ class ContainerCollector:
             running.add_metric(stack, int(row["running"]))
             if row["ssh_sessions"] is not None:
                 ssh.add_metric(stack, row["ssh_sessions"])
+                ssh_cut.add_metric(stack, int(row["ssh_truncated"]))
             for network, counters in sorted(row["networks"].items()):
                 labels = [_label(row["stack"]), _label(network)] + user
                 receive.add_metric(labels, counters["rx_bytes"])
@@ -132,4 +140,4 @@ class ContainerCollector:
                                     value=int(self.last_error is None))
         failures = CounterMetricFamily("ccc_container_collection_failures",
                                        "Scrapes in which the compute containers could not be read", value=self.failures)
-        return [receive, transmit, restarts, running, ssh, success, failures]
+        return [receive, transmit, restarts, running, ssh, ssh_cut, success, failures]

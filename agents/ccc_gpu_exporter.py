@@ -27,7 +27,8 @@ and adds what no original had:
   ``ccc_fan_controller_state_age_seconds``); nothing when the node runs no fan controller;
 * per CCC compute container (``ccc_container_metrics``, labels ``stack`` and ``network``):
   ``ccc_container_network_{receive,transmit}_bytes_total``, ``ccc_container_restarts_total``,
-  ``ccc_container_running``, ``ccc_container_ssh_sessions``, with their own health
+  ``ccc_container_running``, ``ccc_container_ssh_sessions`` (and ``..._truncated``: 1 when a
+  container's connection tables were longer than a scrape reads), with their own health
   (``ccc_container_collection_success``, ``ccc_container_collection_failures_total``);
 * its own health: ``ccc_gpu_exporter_last_success_timestamp_seconds`` (0 before the first
   success), ``ccc_gpu_exporter_collection_failures_total{source}`` (source = nvml, docker,

@@ -5,11 +5,12 @@ same collector against a real dockerd and a real container's /proc: tests/agents
 
 
 import ccc_container_metrics
+import ccc_netstats
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.logs import kept
-from test_netstats import CONTAINER_ID, TCP, _attrs, _fake_process
+from test_netstats import CONTAINER_ID, TCP, _attrs, _fake_process, _many
 
 STOPPED_ID = "ef" * 32
 
@@ -90,6 +91,7 @@ def test_metrics_per_compute_container_with_the_agreed_names(tmp_path, docker):
     assert metrics["ccc_container_restarts_total"] == {(("stack", "ana-main"),): 3, (("stack", "bor-main"),): 7}
     assert metrics["ccc_container_running"] == {(("stack", "ana-main"),): 1, (("stack", "bor-main"),): 0}
     assert metrics["ccc_container_ssh_sessions"] == {(("stack", "ana-main"),): 2}
+    assert metrics["ccc_container_ssh_sessions_truncated"] == {(("stack", "ana-main"),): 0}
     assert metrics["ccc_container_collection_success"] == {(): 1}
     assert metrics["ccc_container_collection_failures_total"] == {(): 0}
     assert "example.org" not in generate_latest_text(collector), "no e-mail without user_labels"
@@ -133,3 +135,13 @@ def test_a_container_whose_process_is_gone_still_counts_as_running_without_traff
     metrics = scrape(ccc_container_metrics.ContainerCollector(lambda fn: fn(docker), str(tmp_path)))
     assert metrics["ccc_container_running"] == {(("stack", "ana-main"),): 1}
     assert "ccc_container_network_receive_bytes_total" not in metrics  # pid 9999 has no namespace files
+
+
+def test_a_container_with_a_huge_connection_table_costs_a_bounded_read_and_says_so(tmp_path, docker):
+    _fake_process(tmp_path, 4343, tcp=_many(100_000, then=TCP))
+    docker.inspected[CONTAINER_ID] = dict(docker.inspected[CONTAINER_ID], State=dict(_attrs()["State"], Pid=4343))
+    collector = ccc_container_metrics.ContainerCollector(lambda fn: fn(docker), proc_root=str(tmp_path))
+    metrics = scrape(collector)
+    assert metrics["ccc_container_ssh_sessions"] == {(("stack", "ana-main"),): 0}  # the sessions come after the cut
+    assert metrics["ccc_container_ssh_sessions_truncated"] == {(("stack", "ana-main"),): 1}
+    assert ccc_netstats.MAX_TCP_BYTES < (tmp_path / "4343" / "net" / "tcp").stat().st_size

@@ -2,7 +2,9 @@
 a Docker container's namespace), the interface of a network, the SSH sessions, the PID-reuse
 guard on a crafted ``proc_root``, and the parsers on this machine's own /proc."""
 
+import os
 import socket
+import tracemalloc
 
 import ccc_netstats
 import pytest
@@ -144,3 +146,45 @@ def test_parsers_on_this_machines_own_proc():
             lines = handle.read().splitlines()
         port = server.getsockname()[1]
         assert ccc_netstats.sessions_to_port(lines, port) == [f"127.0.0.1:{client.getsockname()[1]}"]
+
+
+# ---------------------------------------------------------------------------------------------
+# a connection table the user fills: read in chunks up to a bound, the cut reported
+
+
+def _many(count, then=""):
+    """``count`` connections that are not SSH sessions (listeners and other ports), then ``then``."""
+    lines = [f"{n:6d}: 0301E80A:{1024 + n % 60000:04X} 0201E80A:9C40 {'0A' if n % 2 else '01'} 00000000:00000000 "
+             f"00:00000000 00000000     0        0 {n + 1} 1 0000000000000000 20 4 30 10 -1" for n in range(count)]
+    return TCP.splitlines()[0] + "\n" + "\n".join(lines) + "\n" + then
+
+
+def test_a_long_table_is_read_only_up_to_the_bound_and_the_cut_is_reported(tmp_path):
+    sessions = "".join(TCP.splitlines(keepends=True)[2:4])  # two SSH sessions, after everything else
+    _fake_process(tmp_path, 4242, tcp=_many(100_000, then=sessions))
+    size = (tmp_path / "4242" / "net" / "tcp").stat().st_size
+    assert size > 6 * ccc_netstats.MAX_TCP_BYTES  # 100,000 sockets: 15 MiB
+    tracemalloc.start()
+    try:
+        usage = ccc_netstats.container_usage(_attrs(), lambda: _attrs(), str(tmp_path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert usage["ssh_peers_truncated"] is True and usage["ssh_peers"] == []  # a lower bound, said so
+    assert peak < ccc_netstats.MAX_TCP_BYTES  # read whole, the table cost 19 MiB of Python objects
+
+
+@pytest.mark.parametrize("chunk_edge", [0, 1, 7, 150])
+def test_a_table_within_the_bound_is_read_whole_whatever_the_chunk_edges(tmp_path, chunk_edge, monkeypatch):
+    text = _many(2_000 + chunk_edge, then="".join(TCP.splitlines(keepends=True)[1:]))
+    monkeypatch.setattr(ccc_netstats, "_CHUNK", 4096 + chunk_edge)
+    _fake_process(tmp_path, 4242, tcp=text)
+    usage = ccc_netstats.container_usage(_attrs(), lambda: _attrs(), str(tmp_path))
+    assert usage == dict(usage, ssh_peers=["10.232.1.2:54978", "10.232.1.1:39484"], ssh_peers_truncated=False)
+    # exactly at the bound: whole, not cut
+    fd = os.open(tmp_path / "4242", os.O_RDONLY)
+    try:
+        assert ccc_netstats.peers_at(fd, "net/tcp", limit=len(text.encode())) == (usage["ssh_peers"], False)
+        assert ccc_netstats.peers_at(fd, "net/tcp", limit=len(text.encode()) - 1)[1] is True
+    finally:
+        os.close(fd)
