@@ -30,20 +30,32 @@ def check_compute_devices(compute_devices):
     return problems
 
 
+def group_devices(compute_devices, group):
+    """
+    The GPU UUIDs of ``group`` on this node: the well-formed UUIDs of its list. A malformed
+    entry (a bare string, ``all``, a typo) gives none (``check_compute_devices`` says why), so a
+    pillar mistake never widens what a container sees: ``[all]`` would have become
+    ``NVIDIA_VISIBLE_DEVICES=all``, a string its characters.
+    """
+    listed = compute_devices.get(group) if isinstance(compute_devices, dict) and isinstance(group, str) else None
+    if not isinstance(listed, list):
+        return []
+    return [uuid for uuid in listed if isinstance(uuid, str) and GPU_UUID_PATTERN.fullmatch(uuid)]
+
+
 def device_ids_for_groups(groups, compute_devices):
     """
     Resolve device groups to this node's GPU UUIDs.
 
     Returns ``(uuids, missing_groups)``: the UUIDs of every listed group in order, without
-    duplicates, and the groups this node does not define.
+    duplicates (only well-formed ones, ``group_devices``), and the groups this node does not define.
     """
-    compute_devices = compute_devices or {}
     uuids, missing = [], []
     for group in groups or []:
-        if not isinstance(group, str) or group not in compute_devices:
+        if not isinstance(group, str) or not isinstance(compute_devices, dict) or group not in compute_devices:
             missing.append(group)
             continue
-        for uuid in compute_devices[group] or []:
+        for uuid in group_devices(compute_devices, group):
             if uuid not in uuids:
                 uuids.append(uuid)
     return uuids, missing

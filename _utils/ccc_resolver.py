@@ -319,7 +319,8 @@ def _gpus(user_type, record, facts, result):
     ``result["device_groups"]`` and each group this node lacks to the notes."""
     groups = ccc_pillar.granted(user_type, record, "device_groups")
     device_ids, missing = ccc_device_groups.device_ids_for_groups(groups, facts.compute_devices)
-    result["device_groups"] = {group: list((facts.compute_devices or {}).get(group) or []) for group in groups}
+    result["device_groups"] = {group: ccc_device_groups.group_devices(facts.compute_devices, group)
+                               for group in groups if isinstance(group, str)}
     for group in missing:
         result["notes"].append(f"device group {ccc_quote.quote_value(group)} has no GPUs on {facts.name}")
     return device_ids

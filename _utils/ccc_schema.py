@@ -81,10 +81,13 @@ ADMIN_ONLY_KEYS = (
     "HARDENING",
 )
 
+# A TCP port as a number or its digits: 1-65535 either way (the text form went up to 99999, and
+# "99999" became the label frp.99999 and an exposed port Docker refuses).
+PORT_TEXT_PATTERN = r"^([1-9][0-9]{0,3}|[1-5][0-9]{4}|6[0-4][0-9]{3}|65[0-4][0-9]{2}|655[0-2][0-9]|6553[0-5])$"
 _PORT = {
     "oneOf": [
         {"type": "integer", "minimum": 1, "maximum": 65535},
-        {"type": "string", "maxLength": 5, "pattern": r"^[1-9][0-9]{0,4}$"},
+        {"type": "string", "maxLength": 5, "pattern": PORT_TEXT_PATTERN},
     ]
 }
 _BOOL_OR_WORD = {"oneOf": [{"type": "boolean"}, {"type": "string", "enum": ["true", "false", "True", "False", "1", "0"]}]}

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from support import site, xdist_groups
+from support import hypothesis_profiles, site, xdist_groups  # noqa: F401  (registers the Hypothesis profiles)
 from support.nodes import node_dockerd, remove_managed_containers
 
 
