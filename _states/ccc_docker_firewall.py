@@ -1,7 +1,8 @@
 """
-State ``ccc_docker_firewall``: the egress chain of restricted Docker networks, compared with
-the live one on every run (so hand edits and flushed chains are repaired) and persisted in a
-rules file that ``ccc-docker-firewall.service`` replays after every dockerd start.
+State ``ccc_docker_firewall``: the egress chains of restricted Docker networks (IPv4: forwarded
+traffic and traffic to the node itself; IPv6: both, dropped), compared with the live ones on
+every run (so hand edits and flushed chains are repaired) and persisted in two rules files that
+``ccc-docker-firewall.service`` replays after every dockerd start.
 
 .. code-block:: yaml
 
@@ -10,8 +11,11 @@ rules file that ``ccc-docker-firewall.service`` replays after every dockerd star
         - rules_file: /etc/ccc-salt/docker-firewall.rules
         - script: /usr/local/sbin/ccc-docker-firewall
 
-The rules come from ``ccc:cluster:networks`` (``_utils/ccc_docker_firewall.py``); the state
-applies them by running the same script the unit runs, so boot and Salt share one code path.
+The rules come from ``ccc:cluster:networks`` (``_utils/ccc_docker_firewall.py``) plus the node
+services a restricted network must reach (the metrics forwarder's exporters, from the
+monitoring_agent role's plan); the state applies them by running the same script the unit runs,
+so boot and Salt share one code path. The IPv6 file sits next to the IPv4 one
+(``ccc_docker_firewall.v6_file``); a node whose kernel has no IPv6 gets only the IPv4 part.
 """
 
 import os
@@ -29,17 +33,28 @@ def __virtual__():
     return __virtualname__
 
 
-def _iptables(*args):
-    """``iptables -w ARGS``: (returncode, stdout, stderr)."""
-    proc = subprocess.run(["iptables", "-w", *args], capture_output=True, text=True, check=False)
+def _tables(family, *args):
+    """``iptables -w ARGS`` (``ip6tables`` for ipv6): (returncode, stdout, stderr)."""
+    try:
+        proc = subprocess.run([fw.TOOLS[family], "-w", *args], capture_output=True, text=True, check=False)
+    except FileNotFoundError as exc:
+        return 127, "", str(exc)
     return proc.returncode, proc.stdout, proc.stderr.strip()
 
 
-def _live():
-    """The live chain's rules and whether DOCKER-USER jumps to it first."""
-    code, chain, _ = _iptables("-S", fw.CHAIN)
-    _, parent, _ = _iptables("-S", fw.PARENT)
-    return (fw.live_rules(chain) if code == 0 else None), fw.jump_first(parent)
+def _ipv6_works():
+    return _tables("ipv6", "-S", "INPUT")[0] == 0
+
+
+def _live(family):
+    """``({chain: live rules or None}, {parent: jump first})`` of one family."""
+    chains, jumps = {}, {}
+    for parent, chain in fw.JUMPS[family]:
+        code, listing, _ = _tables(family, "-S", chain)
+        chains[chain] = fw.live_rules(listing, chain) if code == 0 else None
+        _, parent_listing, _ = _tables(family, "-S", parent)
+        jumps[parent] = fw.jump_first(parent_listing, parent, chain)
+    return chains, jumps
 
 
 def _diff(live, wanted):
@@ -48,65 +63,110 @@ def _diff(live, wanted):
                                           ("removed", [r for r in live if r not in wanted])) if value}
 
 
+def _node_services(networks):
+    """``[(network, address, port)]``: the exporters the metrics forwarder reaches on the node
+    from its network (the monitoring_agent role's plan), when that network is restricted."""
+    plan = __salt__["ccc_monitoring.plan"]() if "ccc_monitoring.plan" in __salt__ else {}
+    network = plan.get("network")
+    if plan.get("problem") or not plan.get("forwarder") or not fw.is_restricted((networks or {}).get(network)):
+        return []
+    ports = ([plan["node_port"]] if plan.get("node_exporter") else []) + ([plan["gpu_port"]] if plan.get("gpu") else [])
+    return [(network, plan["address"], port) for port in ports]
+
+
+def _compare(sets, rules_file):
+    """What differs between the wanted rule sets and the files and live chains: ``changes``."""
+    changes = {}
+    for family, chains in sets.items():
+        path = rules_file if family == "ipv4" else fw.v6_file(rules_file)
+        if not chains:
+            continue
+        if ccc_safefs.read_text(path) != fw.restore_text(chains):
+            changes[f"{family} rules file"] = path
+        live, jumps = _live(family)
+        for chain, wanted in chains.items():
+            if live[chain] != wanted:
+                changes[f"{family} {chain}"] = _diff(live[chain], wanted) or {"reordered": wanted}
+        for parent, chain in fw.JUMPS[family]:
+            if not jumps[parent]:
+                changes[f"{family} jump"] = changes.get(f"{family} jump", []) + [f"-I {parent} 1 -j {chain}"]
+    return changes
+
+
 def managed(name, rules_file="/etc/ccc-salt/docker-firewall.rules", script="/usr/local/sbin/ccc-docker-firewall"):
     """
-    Make chain ``CCC-EGRESS`` hold exactly the rules ``ccc:cluster:networks`` asks for, jumped to
-    from the top of ``DOCKER-USER``, and keep them in ``rules_file`` for the boot-time unit. With
-    no restricted network the chain, its jump and the file are removed.
+    Make chains ``CCC-EGRESS`` (from the top of ``DOCKER-USER``) and ``CCC-EGRESS-INPUT`` (from
+    the top of ``INPUT``), and their IPv6 counterparts (from ``FORWARD`` and ``INPUT``), hold
+    exactly the rules ``ccc:cluster:networks`` asks for, and keep them in ``rules_file`` and its
+    ``.v6`` sibling for the boot-time unit. With no restricted network all of it is removed.
     """
     try:
         networks = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__)).get("networks")
-        wanted = fw.chain_rules(networks)
+        sets = fw.rule_sets(networks, _node_services(networks))
     except ValueError as exc:
         return ccc_state_ret.result(name, False, {}, f"egress rules not applied: {exc}")
-    if not wanted:
+    if not sets:
         return absent(name, rules_file=rules_file)
-    text = fw.restore_text(wanted)
-    live, jump_ok = _live()
-    changes = {}
-    if ccc_safefs.read_text(rules_file) != text:
-        changes["rules file"] = rules_file
-    if live != wanted:
-        changes["chain"] = _diff(live, wanted) or {"reordered": wanted}
-    if not jump_ok:
-        changes["jump"] = f"-I {fw.PARENT} 1 -j {fw.CHAIN}"
-    summary = f"{len(wanted)} rule(s) in {fw.CHAIN} for restricted networks"
+    ipv6 = _ipv6_works()
+    if not ipv6:
+        sets["ipv6"] = {}
+    changes = _compare(sets, rules_file)
+    count = sum(len(rules) for chains in sets.values() for rules in chains.values())
+    summary = (f"{count} rule(s) in {fw.CHAIN} and {fw.INPUT_CHAIN} for restricted networks"
+               + ("" if ipv6 else " (IPv4 only: ip6tables does not work on this node)"))
     if not changes:
         return ccc_state_ret.result(name, True, {}, f"{summary} in place")
     if __opts__["test"]:
         return ccc_state_ret.result(name, None, changes, f"{summary} would be applied")
-    ccc_safefs.replace_file(rules_file, text.encode(), 0o644, root="/")
-    proc = subprocess.run([script, rules_file], capture_output=True, text=True, check=False)
-    live, jump_ok = _live()
-    if proc.returncode != 0 or live != wanted or not jump_ok:
-        detail = proc.stderr.strip() or proc.stdout.strip() or "the live chain still differs"
+    ccc_safefs.replace_file(rules_file, fw.restore_text(sets["ipv4"]).encode(), 0o644, root="/")
+    if sets["ipv6"]:
+        ccc_safefs.replace_file(fw.v6_file(rules_file), fw.restore_text(sets["ipv6"]).encode(), 0o644, root="/")
+    proc = subprocess.run([script, rules_file, fw.v6_file(rules_file)], capture_output=True, text=True, check=False)
+    left = _compare(sets, rules_file)
+    if proc.returncode != 0 or left:
+        detail = proc.stderr.strip() or proc.stdout.strip() or f"the live chains still differ: {sorted(left)}"
         return ccc_state_ret.result(name, False, changes, f"{summary} could not be applied: {detail}")
     return ccc_state_ret.result(name, True, changes, f"{summary} applied")
 
 
+def _present_parts(family):
+    """``(jumps to remove: [(parent, chain, count)], chains that exist)`` of one family."""
+    jumps, chains = [], []
+    for parent, chain in fw.JUMPS[family]:
+        code, listing, _ = _tables(family, "-S", parent)
+        count = sum(1 for line in listing.splitlines() if line.strip() == f"-A {parent} -j {chain}") if code == 0 else 0
+        if count:
+            jumps.append((parent, chain, count))
+        if _tables(family, "-S", chain)[0] == 0 and chain not in chains:
+            chains.append(chain)
+    return jumps, chains
+
+
 def absent(name, rules_file="/etc/ccc-salt/docker-firewall.rules"):
-    """Remove the jump from ``DOCKER-USER``, the ``CCC-EGRESS`` chain and ``rules_file``."""
-    code, listing, _ = _iptables("-S", fw.PARENT)
-    jumps = sum(1 for line in listing.splitlines() if line.strip() == f"-A {fw.PARENT} -j {fw.CHAIN}") if code == 0 else 0
-    chain_code, _, _ = _iptables("-S", fw.CHAIN)
+    """Remove the jumps, our chains (both families) and ``rules_file`` with its ``.v6`` sibling."""
+    parts = {family: _present_parts(family) for family in fw.JUMPS}
+    files = [path for path in (rules_file, fw.v6_file(rules_file)) if os.path.lexists(path)]
     changes = {}
-    if jumps:
-        changes["jump"] = "removed"
-    if chain_code == 0:
-        changes["chain"] = "removed"
-    if os.path.lexists(rules_file):
+    for family, (jumps, chains) in parts.items():
+        if jumps:
+            changes[f"{family} jump"] = "removed"
+        if chains:
+            changes[f"{family} chain"] = "removed"
+    if files:
         changes["rules file"] = "removed"
     if not changes:
         return ccc_state_ret.result(name, True, {}, f"no egress chain {fw.CHAIN}")
     if __opts__["test"]:
         return ccc_state_ret.result(name, None, changes, f"egress chain {fw.CHAIN} would be removed")
-    for _ in range(jumps):
-        _iptables("-D", fw.PARENT, "-j", fw.CHAIN)
-    if chain_code == 0:
-        for args in (("-F", fw.CHAIN), ("-X", fw.CHAIN)):
-            code, _, error = _iptables(*args)
-            if code != 0:
-                return ccc_state_ret.result(name, False, changes, f"could not remove {fw.CHAIN}: {error}")
-    if os.path.lexists(rules_file):
-        os.unlink(rules_file)
+    for family, (jumps, chains) in parts.items():
+        for parent, chain, count in jumps:
+            for _ in range(count):
+                _tables(family, "-D", parent, "-j", chain)
+        for chain in chains:
+            for args in (("-F", chain), ("-X", chain)):
+                code, _, error = _tables(family, *args)
+                if code != 0:
+                    return ccc_state_ret.result(name, False, changes, f"could not remove {family} {chain}: {error}")
+    for path in files:
+        os.unlink(path)
     return ccc_state_ret.result(name, True, changes, f"egress chain {fw.CHAIN} removed")

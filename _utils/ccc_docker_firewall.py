@@ -17,6 +17,19 @@ Order in the chain: replies of connections already accepted return first, traffi
 on the network's own bridge returns (its containers reach each other and the FRP client), then
 every ACCEPT, then every DROP. ``ACCEPT`` is final in ``FORWARD`` (as in the original), so an
 allowed destination is also reachable across Docker's own network isolation.
+
+Forwarded traffic is not all: a container reaches the node itself (its gateway address on the
+network's bridge, every other address of the node) through ``INPUT``, which ``FORWARD`` never
+sees. ``INPUT_CHAIN``, jumped to first from ``INPUT``, returns replies, the node services the
+network's containers need (the metrics forwarder's exporters, ``node_services``) and the
+``allowed_access`` destinations, and drops everything else that enters from a restricted
+network's bridge: the node is off limits to a restricted network whatever its lists name.
+Docker's embedded DNS (127.0.0.11) answers inside each container and never crosses ``INPUT``.
+
+The networks are IPv4 only (their IPAM, and the lists), so IPv6 from a restricted network's
+bridge has no business anywhere: the same two chains in ``ip6tables`` (jumped to first from
+``FORWARD`` and ``INPUT``) pass replies and traffic between the bridge's own containers, and drop
+the rest.
 """
 
 import ipaddress
@@ -24,10 +37,17 @@ import re
 
 CHAIN = "CCC-EGRESS"
 PARENT = "DOCKER-USER"
+INPUT_CHAIN = "CCC-EGRESS-INPUT"
+# Where each family's chains are jumped to from (first rule): ip6tables' DOCKER-USER exists only
+# while dockerd's own IPv6 filtering is on, so IPv6 forwarding is caught in FORWARD itself.
+JUMPS = {"ipv4": ((PARENT, CHAIN), ("INPUT", INPUT_CHAIN)),
+         "ipv6": (("FORWARD", CHAIN), ("INPUT", INPUT_CHAIN))}
+TOOLS = {"ipv4": "iptables", "ipv6": "ip6tables"}
 ANYWHERE = "anywhere"
 # Linux interface names: at most 15 bytes, no "/", ":", whitespace; Docker accepts these.
 BRIDGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,14}$")
 ESTABLISHED = f"-A {CHAIN} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
+INPUT_ESTABLISHED = f"-A {INPUT_CHAIN} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
 
 
 def _v4_network(value, where):
@@ -106,19 +126,92 @@ def chain_rules(networks):
     return [ESTABLISHED] + returns + accepts + drops
 
 
-def restore_text(rules):
-    """The ``iptables-restore --noflush`` input that replaces ``CHAIN`` with ``rules`` (and only it)."""
-    lines = ["# ccc-salt: egress rules of restricted Docker networks (written by cluster.docker)",
-             "*filter", f":{CHAIN} - [0:0]", *rules, "COMMIT"]
-    return "\n".join(lines) + "\n"
+def _restricted_bridges(networks):
+    """``[(name, definition)]`` of the restricted networks, by name, each checked (``network_rules``)."""
+    if networks is None:
+        networks = {}
+    if not isinstance(networks, dict):
+        raise ValueError(f"ccc:cluster:networks must be a mapping of network name to definition, got {type(networks).__name__}")
+    found = []
+    for name in sorted(networks):
+        if network_rules(name, networks[name] or {}):
+            found.append((name, networks[name]))
+    return found
 
 
-def live_rules(listing):
-    """The ``-A`` lines of ``iptables -S CHAIN`` output (the ``-N`` line and blanks dropped)."""
-    return [line.strip() for line in (listing or "").splitlines() if line.strip().startswith(f"-A {CHAIN} ")]
+def node_service_rule(bridge, address, port):
+    """The ``INPUT_CHAIN`` rule that lets ``bridge`` reach TCP ``port`` on the node's ``address``."""
+    return f"-A {INPUT_CHAIN} -d {_v4_network(address, 'node service address')} -i {bridge} -p tcp -m tcp --dport {int(port)} -j RETURN"
 
 
-def jump_first(listing):
-    """True when the first rule of ``iptables -S DOCKER-USER`` output jumps to ``CHAIN``."""
-    rules = [line.strip() for line in (listing or "").splitlines() if line.strip().startswith(f"-A {PARENT} ")]
-    return bool(rules) and rules[0] == f"-A {PARENT} -j {CHAIN}"
+def input_rules(networks, node_services=()):
+    """
+    Every rule of ``INPUT_CHAIN`` (IPv4): the conntrack return, then per restricted network its
+    ``node_services`` (``[(network, address, port)]``: TCP services on the node it must reach),
+    its ``allowed_access`` destinations and a DROP of the rest from its bridge. ``[]`` when no
+    network is restricted.
+    """
+    restricted = _restricted_bridges(networks)
+    if not restricted:
+        return []
+    rules = [INPUT_ESTABLISHED]
+    for name, definition in restricted:
+        bridge = definition["bridge_name"]
+        rules.extend(node_service_rule(bridge, address, port)
+                     for network, address, port in node_services if network == name)
+        for dest in _destinations(definition.get("allowed_access"), f"ccc:cluster:networks:{name}:allowed_access", False):
+            rules.append(f"-A {INPUT_CHAIN} -d {dest} -i {bridge} -j RETURN")
+        rules.append(f"-A {INPUT_CHAIN} -i {bridge} -j DROP")
+    return rules
+
+
+def ipv6_rules(networks):
+    """``{CHAIN: [...], INPUT_CHAIN: [...]}`` for ``ip6tables``: replies and same-bridge traffic
+    pass, everything else from a restricted network's bridge is dropped; ``{}`` when none is."""
+    bridges = [definition["bridge_name"] for _, definition in _restricted_bridges(networks)]
+    if not bridges:
+        return {}
+    forward = [ESTABLISHED] + [f"-A {CHAIN} -i {b} -o {b} -j RETURN" for b in bridges] + \
+        [f"-A {CHAIN} -i {b} -j DROP" for b in bridges]
+    return {CHAIN: forward, INPUT_CHAIN: [INPUT_ESTABLISHED] + [f"-A {INPUT_CHAIN} -i {b} -j DROP" for b in bridges]}
+
+
+def rule_sets(networks, node_services=()):
+    """
+    Everything the firewall installs: ``{"ipv4": {chain: rules}, "ipv6": {chain: rules}}`` in
+    chain order, ``{}`` when no network is restricted. ``ValueError`` names a bad key.
+    """
+    forward = chain_rules(networks)
+    if not forward:
+        return {}
+    return {"ipv4": {CHAIN: forward, INPUT_CHAIN: input_rules(networks, node_services)}, "ipv6": ipv6_rules(networks)}
+
+
+def restore_text(chains):
+    """
+    The ``iptables-restore --noflush`` (or ``ip6tables-restore``) input that replaces each chain
+    of ``chains`` (``{chain: rules}``; a plain list is ``CHAIN``'s rules) and touches no other.
+    """
+    if isinstance(chains, list):
+        chains = {CHAIN: chains}
+    lines = ["# ccc-salt: egress rules of restricted Docker networks (written by cluster.docker)", "*filter"]
+    lines += [f":{chain} - [0:0]" for chain in chains]
+    for rules in chains.values():
+        lines += rules
+    return "\n".join(lines + ["COMMIT"]) + "\n"
+
+
+def v6_file(rules_file):
+    """The ``ip6tables-restore`` file kept next to the IPv4 ``rules_file``."""
+    return f"{rules_file}.v6"
+
+
+def live_rules(listing, chain=CHAIN):
+    """The ``-A`` lines of ``iptables -S <chain>`` output (the ``-N`` line and blanks dropped)."""
+    return [line.strip() for line in (listing or "").splitlines() if line.strip().startswith(f"-A {chain} ")]
+
+
+def jump_first(listing, parent=PARENT, chain=CHAIN):
+    """True when the first rule of ``iptables -S <parent>`` output jumps to ``chain``."""
+    rules = [line.strip() for line in (listing or "").splitlines() if line.strip().startswith(f"-A {parent} ")]
+    return bool(rules) and rules[0] == f"-A {parent} -j {chain}"

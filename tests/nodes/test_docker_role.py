@@ -1,5 +1,6 @@
 """The docker cluster role applied for real on a systemd test node (tests/support/sysnode.py): the
-engine from the node's local apt repo (held), daemon.json written once (dockerd restarted only
+engine from the node's local apt repo (unpinned: not held), the NVIDIA toolkit pinned (held; the
+hold released when the pin goes), daemon.json written once (dockerd restarted only
 then), the networks, and the egress firewall of a restricted network, checked by traffic and
 after ``systemctl restart docker`` and a reboot; a second apply changes nothing.
 
@@ -29,7 +30,7 @@ PILLAR = {"ccc": {
     "only_roles": "docker",
     "cluster": {"networks": {"lab-unrestricted": {"subnet": "172.31.0.0/24", "gateway": "172.31.0.1", "bridge_name": "ccc-lab"},
                              "student-restricted": STUDENT}},
-    "docker": {"nvidia_toolkit": {"enabled": True}, "daemon": {"log-driver": "json-file"}, "registries": []},
+    "docker": {"nvidia_toolkit": {"enabled": True, "version": "1.17.8-1"}, "daemon": {"log-driver": "json-file"}, "registries": []},
 }}
 EXPECTED_CHAIN = [
     "-A CCC-EGRESS -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
@@ -68,11 +69,10 @@ def apply(node):
 @pytest.fixture(scope="module")
 def node(sysnodes, node_repo):
     made = sysnodes("docker-role")
-    pillar = json.loads(json.dumps(PILLAR))
-    pillar["ccc"]["docker"]["repositories"] = {"ccc-test": {
+    made.repositories = {"ccc-test": {
         "source": f"deb [signed-by=/etc/apt/keyrings/ccc-test.asc] file:{aptrepo.NODE_PATH} ./",
         "key": node_repo.armored_key_path.read_text()}}
-    made.write_pillar("site/nodes/docker-role.sls", json.dumps(pillar))
+    _write_pillar(made, PILLAR)
     made.salt_call("saltutil.sync_all")
     return made
 
@@ -82,11 +82,12 @@ def first_apply(node):
     return apply(node)
 
 
-def test_engine_installed_held_and_daemon_json_written(node, first_apply):
+def test_engine_installed_pinned_toolkit_held_and_daemon_json_written(node, first_apply):
     failed = {k: v["comment"] for k, v in first_apply.items() if v["result"] is not True}
     assert not failed, failed
-    held = sh(node, "apt-mark showhold")[1].split()
-    assert "docker.io" in held and "nvidia-container-toolkit" in held
+    # only the pinned set is held: the unpinned engine gets Debian's fixes with the node's upgrades
+    assert sh(node, "apt-mark showhold")[1].split() == ["nvidia-container-toolkit"]
+    assert sh(node, "dpkg-query -W -f '${Version}' nvidia-container-toolkit")[1] == "1.17.8-1"
     daemon = json.loads(sh(node, "cat /etc/docker/daemon.json")[1])
     assert daemon["default-runtime"] == "nvidia" and daemon["log-driver"] == "json-file"
     assert sh(node, "systemctl is-active docker")[1].strip() == "active"
@@ -94,9 +95,30 @@ def test_engine_installed_held_and_daemon_json_written(node, first_apply):
         == "172.31.1.0/24"
 
 
-def test_the_chain_is_jumped_to_first_and_holds_the_rules_in_order(node, first_apply):
+EXPECTED_INPUT = [
+    "-A CCC-EGRESS-INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+    "-A CCC-EGRESS-INPUT -d 10.99.0.3/32 -i ccc-student -j RETURN",
+    "-A CCC-EGRESS-INPUT -i ccc-student -j DROP",
+]
+EXPECTED_V6_INPUT = [
+    "-A CCC-EGRESS-INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+    "-A CCC-EGRESS-INPUT -i ccc-student -j DROP",
+]
+
+
+def _chains_in_place(node):
+    """Every chain of the egress firewall holds its rules, each jumped to first from its parent."""
     assert sh(node, "iptables -S DOCKER-USER")[1].splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
     assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
+    assert sh(node, "iptables -S INPUT")[1].splitlines()[1] == "-A INPUT -j CCC-EGRESS-INPUT"
+    assert sh(node, "iptables -S CCC-EGRESS-INPUT")[1].splitlines()[1:] == EXPECTED_INPUT
+    assert sh(node, "ip6tables -S INPUT")[1].splitlines()[1] == "-A INPUT -j CCC-EGRESS-INPUT"
+    assert sh(node, "ip6tables -S CCC-EGRESS-INPUT")[1].splitlines()[1:] == EXPECTED_V6_INPUT
+    assert sh(node, "ip6tables -S FORWARD")[1].splitlines()[1] == "-A FORWARD -j CCC-EGRESS"
+
+
+def test_the_chains_are_jumped_to_first_and_hold_the_rules_in_order(node, first_apply):
+    _chains_in_place(node)
 
 
 def test_a_second_apply_changes_nothing_and_does_not_restart_dockerd(node, first_apply):
@@ -105,6 +127,29 @@ def test_a_second_apply_changes_nothing_and_does_not_restart_dockerd(node, first
     changed = {k: v["changes"] for k, v in second.items() if v["changes"]}
     assert not changed, changed
     assert sh(node, "systemctl show docker -p ActiveEnterTimestampMonotonic")[1] == started
+
+
+def _write_pillar(node, pillar):
+    pillar = json.loads(json.dumps(pillar))
+    pillar["ccc"]["docker"]["repositories"] = node.repositories
+    node.write_pillar("site/nodes/docker-role.sls", json.dumps(pillar))
+
+
+def test_a_hold_is_released_when_the_pin_goes(node, first_apply):
+    """The admin drops the toolkit's pin; the engine carries a hold an older role set while it was
+    unpinned. One apply releases both; the next changes nothing."""
+    sh(node, "apt-mark hold docker.io")
+    unpinned = json.loads(json.dumps(PILLAR))
+    unpinned["ccc"]["docker"]["nvidia_toolkit"]["version"] = None
+    _write_pillar(node, unpinned)
+    try:
+        released = apply(node)
+        assert {k: v["comment"] for k, v in released.items() if v["result"] is not True} == {}
+        assert sh(node, "apt-mark showhold")[1].split() == []
+        again = apply(node)
+        assert {k: v["changes"] for k, v in again.items() if v["changes"]} == {}
+    finally:
+        _write_pillar(node, PILLAR)
 
 
 def test_restricted_traffic_is_dropped_and_the_exception_passes(node, first_apply):
@@ -131,14 +176,33 @@ def test_a_container_on_the_restricted_network_is_held_to_the_rules(node, first_
     assert _container_fetch(node, "10.99.0.2") != 0, "a container reached a denied address after a dockerd restart"
 
 
+def test_a_restricted_container_cannot_reach_the_node_itself(node, first_apply):
+    """The node serves on every address (a service of the node); from the restricted network
+    neither its gateway nor its other address answers, while the unrestricted network's container
+    reaches it and the restricted container still resolves a peer by name (Docker's DNS)."""
+    sh(node, "setsid python3 -m http.server 8080 --bind 0.0.0.0 >/dev/null 2>&1 < /dev/null &")
+    assert sh(node, "for i in $(seq 50); do python3 -c \"import socket; socket.create_connection(('127.0.0.1', 8080), 1)\" "
+                    "&& exit 0; sleep 0.1; done; exit 1")[0] == 0
+    lab = sh(node, "docker run --rm --network lab-unrestricted --entrypoint /bin/busybox ccc-test/tiny:1 "
+                   "nc -w 3 172.31.0.1 8080 </dev/null")[0]
+    assert lab == 0, "the unrestricted container does not reach the node: the test proves nothing"
+    assert _container_fetch(node, "172.31.1.1") != 0, "a restricted container reached the node on its gateway"
+    assert _container_fetch(node, node.ip()) != 0, "a restricted container reached the node on its LAN address"
+    sh(node, "docker run -d --name peer --network student-restricted --entrypoint /bin/busybox ccc-test/tiny:1 sleep 300")
+    try:
+        resolved = sh(node, "docker run --rm --network student-restricted --entrypoint /bin/busybox ccc-test/tiny:1 "
+                            "nslookup peer 127.0.0.11")
+        assert resolved[0] == 0 and "172.31.1." in resolved[1], resolved[1]
+    finally:
+        sh(node, "docker rm -f peer")
+
+
 def test_rules_come_back_after_a_dockerd_restart_and_a_reboot(node, first_apply):
     sh(node, "systemctl restart docker")
-    assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
-    assert sh(node, "iptables -S DOCKER-USER")[1].splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
+    _chains_in_place(node)
     node.restart()
     assert sh(node, "systemctl is-active docker ccc-docker-firewall")[1].split() == ["active", "active"]
-    assert sh(node, "iptables -S CCC-EGRESS")[1].splitlines()[1:] == EXPECTED_CHAIN
-    assert sh(node, "iptables -S DOCKER-USER")[1].splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
+    _chains_in_place(node)
 
 
 def test_clean_removes_the_firewall_and_keeps_engine_networks_and_containers(node, first_apply):
@@ -150,6 +214,9 @@ def test_clean_removes_the_firewall_and_keeps_engine_networks_and_containers(nod
     assert {k: v["comment"] for k, v in call.data.items() if v["result"] is not True} == {}
     assert sh(node, "iptables -S CCC-EGRESS")[0] != 0, "the chain is still there"
     assert "CCC-EGRESS" not in sh(node, "iptables -S DOCKER-USER")[1]
+    for tool in ("iptables", "ip6tables"):
+        assert sh(node, f"{tool} -S CCC-EGRESS-INPUT")[0] != 0 and "CCC-EGRESS" not in sh(node, f"{tool} -S INPUT")[1]
+    assert sh(node, "ip6tables -S CCC-EGRESS")[0] != 0
     assert sh(node, "test -e /etc/systemd/system/ccc-docker-firewall.service")[0] != 0
     assert sh(node, "systemctl is-active docker")[1].strip() == "active"
     assert "student-restricted" in sh(node, "docker network ls --format '{{.Name}}'")[1].split()

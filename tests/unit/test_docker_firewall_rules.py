@@ -70,3 +70,36 @@ def test_live_listings_are_read_as_iptables_prints_them():
     assert fw.jump_first("-N DOCKER-USER\n-A DOCKER-USER -j CCC-EGRESS\n-A DOCKER-USER -j RETURN\n")
     assert not fw.jump_first("-N DOCKER-USER\n-A DOCKER-USER -j RETURN\n-A DOCKER-USER -j CCC-EGRESS\n")
     assert not fw.jump_first("")
+
+
+def test_the_node_itself_is_off_limits_to_a_restricted_network_but_its_node_services_and_allowed():
+    rules = fw.input_rules({"lab": {"subnet": "172.30.0.0/24"}, "student": STUDENT},
+                           [("student", "172.30.1.1", 9100), ("lab", "172.30.0.1", 9100)])
+    assert rules == [
+        "-A CCC-EGRESS-INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+        "-A CCC-EGRESS-INPUT -d 172.30.1.1/32 -i ccc-student -p tcp -m tcp --dport 9100 -j RETURN",
+        "-A CCC-EGRESS-INPUT -d 192.168.0.1/32 -i ccc-student -j RETURN",
+        "-A CCC-EGRESS-INPUT -i ccc-student -j DROP",  # whatever restricted_access names: no -d
+    ]
+    assert fw.input_rules({"lab": {"subnet": "172.30.0.0/24"}}) == []
+
+
+def test_ipv6_from_a_restricted_bridge_stays_on_the_bridge():
+    assert fw.ipv6_rules({"student": STUDENT, "lab": {"subnet": "172.30.0.0/24"}}) == {
+        "CCC-EGRESS": ["-A CCC-EGRESS -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+                       "-A CCC-EGRESS -i ccc-student -o ccc-student -j RETURN",
+                       "-A CCC-EGRESS -i ccc-student -j DROP"],
+        "CCC-EGRESS-INPUT": ["-A CCC-EGRESS-INPUT -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+                             "-A CCC-EGRESS-INPUT -i ccc-student -j DROP"]}
+    sets = fw.rule_sets({"student": STUDENT})
+    assert sorted(sets) == ["ipv4", "ipv6"] and sorted(sets["ipv4"]) == ["CCC-EGRESS", "CCC-EGRESS-INPUT"]
+    assert fw.rule_sets({"lab": {}}) == {}
+    assert fw.v6_file("/etc/ccc-salt/docker-firewall.rules") == "/etc/ccc-salt/docker-firewall.rules.v6"
+
+
+def test_restore_text_of_two_chains_declares_both_before_their_rules():
+    text = fw.restore_text({"CCC-EGRESS": ["-A CCC-EGRESS -j DROP"], "CCC-EGRESS-INPUT": ["-A CCC-EGRESS-INPUT -j DROP"]})
+    assert text.splitlines()[1:] == ["*filter", ":CCC-EGRESS - [0:0]", ":CCC-EGRESS-INPUT - [0:0]",
+                                     "-A CCC-EGRESS -j DROP", "-A CCC-EGRESS-INPUT -j DROP", "COMMIT"]
+    assert fw.jump_first("-P INPUT ACCEPT\n-A INPUT -j CCC-EGRESS-INPUT\n", "INPUT", "CCC-EGRESS-INPUT")
+    assert not fw.jump_first("-P INPUT ACCEPT\n-A INPUT -j ACCEPT\n-A INPUT -j CCC-EGRESS-INPUT\n", "INPUT", "CCC-EGRESS-INPUT")

@@ -1,6 +1,6 @@
 """The docker cluster role renders for every sample node (masterless salt-call against
 sample-pillar/, nothing applied), and ``test=True`` on node1 says what an admin would get: the
-packages held, daemon.json with the nvidia runtime, the egress rules in order, the registry login
+packages held only where pinned, daemon.json with the nvidia runtime, the egress rules in order, the registry login
 (never its credentials). The Docker endpoint is a socket that does not exist, so engine states
 fail with one clean line; the host's packages, iptables and files are only read."""
 
@@ -30,7 +30,8 @@ def test_the_docker_role_renders_for_every_sample_node(tmp_path, node):
     rendered, code = SaltNode(tmp_path, node, DEAD, tmp_path / "storage").salt_call("state.show_sls", "cluster.docker")
     assert code == 0 and isinstance(rendered, dict), rendered
     assert sorted(rendered) == sorted(DOCKER_STATES)
-    assert args(rendered, "ccc-cluster-docker-engine-packages") == {"pkgs": ["docker.io"], "hold": True, "order": 10000}
+    # unpinned (the samples pin nothing): not held, so Debian's security fixes arrive
+    assert args(rendered, "ccc-cluster-docker-engine-packages") == {"pkgs": ["docker.io"], "hold": False, "order": 10000}
     assert args(rendered, "ccc-cluster-docker-daemon-json")["nvidia"] is True  # every sample node lists GPUs
     assert "password" not in json.dumps(rendered) and "PGP" not in json.dumps(rendered)
 
@@ -40,7 +41,9 @@ def test_toolkit_off_pinned_versions_and_role_off(tmp_path):
         "nvidia_toolkit": {"enabled": False}, "engine": {"version": "20.10.24+dfsg1-1+deb12u1"}}})
     rendered, _ = salt.salt_call("state.show_sls", "cluster.docker")
     assert "ccc-cluster-docker-nvidia-toolkit-packages" not in rendered
-    assert args(rendered, "ccc-cluster-docker-engine-packages")["pkgs"] == [{"docker.io": "20.10.24+dfsg1-1+deb12u1"}]
+    engine = args(rendered, "ccc-cluster-docker-engine-packages")
+    assert engine["pkgs"] == [{"docker.io": "20.10.24+dfsg1-1+deb12u1"}]
+    assert (engine["hold"], engine["update_holds"]) == (True, True)  # pinned: held, a new pin installs through it
     assert args(rendered, "ccc-cluster-docker-daemon-json")["nvidia"] is False
     salt.write_pillar({"roles": {"docker": False}})
     rendered, _ = salt.salt_call("state.show_sls", "cluster.docker")

@@ -1,6 +1,8 @@
 {#- docker: apt repositories (none by default: Debian's docker.io), the engine and, on GPU nodes,
-    the NVIDIA container toolkit, each pinned (engine.version, nvidia_toolkit.version) and held;
-    dockerd enabled and running. #}
+    the NVIDIA container toolkit. A package set pinned to a version (engine.version,
+    nvidia_toolkit.version) is held there (apt-mark hold; a changed pin is installed through the
+    hold); an unpinned set is not held, and a hold left from an earlier pin is released, so
+    security fixes arrive with the node's upgrades. dockerd enabled and running. #}
 {%- from tpldir ~ "/map.jinja" import docker with context %}
 {%- set toolkit = salt['ccc_docker_host.toolkit_enabled'](docker) %}
 {%- set package_sets = [('engine', docker.engine)] + ([('nvidia-toolkit', docker.nvidia_toolkit)] if toolkit else []) %}
@@ -47,7 +49,11 @@ ccc-cluster-docker-{{ what }}-packages:
       - {{ package }}
 {%-     endif %}
 {%-   endfor %}
-    - hold: true
+{%-   set pinned = packages.version is not none and packages.version | string | trim != '' %}
+    - hold: {{ pinned | json }}
+{%-   if pinned %}
+    - update_holds: true
+{%-   endif %}
 {%- endfor %}
 
 ccc-cluster-docker-service:
