@@ -137,3 +137,47 @@ def test_touching_an_unchanged_file_twice_a_second_is_rate_limited(master, minio
         assert _most_in_a_window(stamps) <= REDEPLOY_LIMITS["max_applies"], stamps
         bound = REDEPLOY_LIMITS["max_applies"] * (TOUCH_FOR // REDEPLOY_LIMITS["window"] + 1)
         assert len(during) <= bound, stamps
+
+
+START_EVENTS = 8
+
+
+def _full_reconciles(event_listener, master, node, after):
+    """When the master published each start-up reconcile (``state.apply containers`` with the
+    modules synced first, ``ccc.node_start``) of ``node``."""
+    found = []
+    for event in event_listener.get_events([(master.id, "salt/job/*/new")], after_time=after):
+        kwargs = next((arg for arg in event.data.get("arg") or [] if isinstance(arg, dict)), {})
+        if event.data.get("fun") == "state.apply" and kwargs.get("sync_mods") == "all" \
+                and event.data.get("minions") == [node]:
+            found.append(event.stamp)
+    return sorted(found)
+
+
+def test_start_events_in_a_loop_are_coalesced_and_a_forged_one_is_ignored(master, minions, event_listener):
+    """A minion that announces a start again and again (``salt/minion/<id>/start``, as a restart
+    loop does) gets its sync and full reconcile coalesced and rate-limited, not one per start;
+    a start event node1 sends in node2's name (tag and data disagree) reconciles nothing."""
+    cli, run = master.salt_cli(timeout=60), master.salt_run_cli(timeout=60)
+
+    def settled():  # no reconcile in flight or held: the next test starts clean
+        return (run.run("ccc.redeploy_status").data or {}).get("nodes") == {}
+
+    time.sleep(SETTLE)
+    started = time.time()
+    try:
+        assert cli.run("event.send", "salt/minion/node2/start", minion_tgt="node1").returncode == 0
+        for _ in range(START_EVENTS):
+            assert cli.run("event.send", "salt/minion/node1/start", minion_tgt="node1").returncode == 0
+    finally:
+        assert wait_for(settled, timeout=REDEPLOY_LIMITS["window"] + 2 * EDIT_TIMEOUT, interval=1), \
+            "reconciles still pending"
+    sent = event_listener.get_events([(master.id, "salt/minion/node1/start")], after_time=started)
+    assert len(sent) == START_EVENTS, "the start events did not reach the master's bus"
+    sent = sorted(event.stamp for event in sent)
+    stamps = _full_reconciles(event_listener, master, "node1", started)
+    print(f"node1: {len(stamps)} start-up reconciles for {START_EVENTS} start events "
+          f"over {(sent[-1] - sent[0]).total_seconds():.0f} s")
+    assert 1 <= len(stamps) < START_EVENTS
+    assert _most_in_a_window(stamps) <= REDEPLOY_LIMITS["max_applies"], stamps
+    assert _full_reconciles(event_listener, master, "node2", started) == [], "a forged start reconciled node2"
