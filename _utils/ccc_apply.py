@@ -190,6 +190,15 @@ def _problem(client, resolution):
     Its log lines are masked with the values this container was given and nothing else
     (``ccc_redact.given_secrets``): it never receives the node's other secrets, and masking
     them would tell it which of its guesses is one."""
+def _settings_since(resolution):
+    """When the user last saved the settings file (0 without one; its ctime, not the mtime the
+    user sets): a save after a crash asks for one more start (``ccc_swap.run``)."""
+    paths = resolution.get("paths") or {}
+    if not paths.get("settings_folder") or resolution.get("settings_status") != "applied":
+        return 0  # no file, or a rejected one: the placement is the one already accepted
+    return ccc_userdirs.changed_at(paths["settings_folder"], os.path.basename(paths["settings_file"])) or 0
+
+
     attrs = ccc_engine.inspect(client, resolution["stack"])
     folder = (resolution.get("paths") or {}).get("settings_folder")
     if not attrs:
@@ -292,15 +301,6 @@ def purge_paths(cluster, resolution):
 
 # --------------------------------------------------------------------------------------------
 # make-before-break moves (``ccc_moves`` markers in the shared state dir)
-
-
-def _settings_since(resolution):
-    """When the user last saved the settings file (0 without one): one more start of a crashed
-    container (``ccc_swap.run``). Never used for moves: the user sets this time."""
-    paths = resolution.get("paths") or {}
-    if not paths.get("settings_folder") or resolution.get("settings_status") != "applied":
-        return 0  # no file, or a rejected one: the placement is the one already accepted
-    return ccc_userdirs.mtime(paths["settings_folder"], os.path.basename(paths["settings_file"])) or 0
 
 
 def _note_here(cluster, resolution, running, error=None):

@@ -141,13 +141,15 @@ def remove(entries):
     return [display(entry) for entry, parent in _parents(entries) if ccc_safefs.remove_at(parent, entry["parts"][-1])]
 
 
-def mtime(folder, name):
-    """When ``name`` in a user folder was last changed (None when missing); never followed."""
+def changed_at(folder, name):
+    """When ``name`` in a user folder was last changed (None when missing); never followed. The
+    ctime, which the kernel (the NFS server) sets on every change: the mtime is the user's
+    (``touch -d 2100-01-01``)."""
     fd = open_folder(folder)
     if fd is None:
         return None
     try:
-        return os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime
+        return os.stat(name, dir_fd=fd, follow_symlinks=False).st_ctime
     except FileNotFoundError:
         return None
     finally:
