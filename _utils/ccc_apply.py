@@ -185,11 +185,6 @@ def _run(client, cluster, node, resolution, attrs, test):
     return result
 
 
-def _problem(client, resolution):
-    """The container's problem after the apply (``ccc_problems.observe``), None when all is well.
-    Its log lines are masked with the values this container was given and nothing else
-    (``ccc_redact.given_secrets``): it never receives the node's other secrets, and masking
-    them would tell it which of its guesses is one."""
 def _settings_since(resolution):
     """When the user last saved the settings file (0 without one; its ctime, not the mtime the
     user sets): a save after a crash asks for one more start (``ccc_swap.run``)."""
@@ -199,6 +194,11 @@ def _settings_since(resolution):
     return ccc_userdirs.changed_at(paths["settings_folder"], os.path.basename(paths["settings_file"])) or 0
 
 
+def _problem(client, resolution):
+    """The container's problem after the apply (``ccc_problems.observe``), None when all is well.
+    Its log lines are masked with the values this container was given and nothing else
+    (``ccc_redact.given_secrets``): it never receives the node's other secrets, and masking
+    them would tell it which of its guesses is one."""
     attrs = ccc_engine.inspect(client, resolution["stack"])
     folder = (resolution.get("paths") or {}).get("settings_folder")
     if not attrs:
