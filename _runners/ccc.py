@@ -243,8 +243,8 @@ def pillar_watch(force=False):
             seen = json.load(handle)
     except (OSError, ValueError):
         seen = {}
-    fingerprint = None if __opts__.get("ext_pillar") else \
-        ccc_pillar_watch.tree_fingerprint(ccc_pillar_watch.pillar_roots(__opts__))
+    roots = ccc_pillar_watch.watched_roots(__opts__)  # None: an external pillar no file tells about
+    fingerprint = None if roots is None else ccc_pillar_watch.tree_fingerprint(roots)
     recorded = seen.get("digests") or {}
     accepted = salt.key.get_key(__opts__).list_status("accepted").get("minions") or []
     changed = force or fingerprint is None or fingerprint != seen.get("fingerprint")

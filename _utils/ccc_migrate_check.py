@@ -33,12 +33,26 @@ def _check_networks(ccc, report):
         report.refused("compute_container_networks", network, "not a network of docker_networks: ccc-salt cannot create it")
 
 
-def check(ccc, nodes, report):
-    """Add a ``refused`` entry for each problem ccc-salt finds in the migrated ``ccc`` pillar."""
-    _check_types(ccc, nodes, report)
-    _check_networks(ccc, report)
+def check_containers(ccc, report, source=None):
+    """A ``refused`` entry for each problem of each container's admin record (the checks a deploy
+    makes); returns the STACK_NAMEs that have problems. ``source``: the file the records came
+    from (the inventory pillar names it; the migration names the container instead)."""
+    held = set()
     for entry in ccc.get("containers") or []:
         stack = entry.get("STACK_NAME")
         _, problems = ccc_pillar.container_record(ccc, stack)
         for problem in problems:
-            report.refused(f"deployment_containers[{stack}]", "record", problem)
+            if source is None:
+                report.refused(f"deployment_containers[{stack}]", "record", problem)
+            else:
+                report.refused(source, f"deployment_containers[{stack}]", problem)
+        if problems:
+            held.add(stack)
+    return held
+
+
+def check(ccc, nodes, report):
+    """Add a ``refused`` entry for each problem ccc-salt finds in the migrated ``ccc`` pillar."""
+    _check_types(ccc, nodes, report)
+    _check_networks(ccc, report)
+    check_containers(ccc, report)

@@ -33,10 +33,16 @@ _Loader.add_constructor("!unsafe", lambda loader, node: str(loader.construct_sca
 
 def load_yaml(path):
     """One YAML file of the inventory (``{}`` when empty)."""
+    return load_text(pathlib.Path(path).read_text(encoding="utf-8"), path)
+
+
+def load_text(text, source):
+    """The YAML ``text`` of the inventory file ``source`` (``{}`` when empty): safe YAML only,
+    ``!vault`` kept as ``InlineVault``; the inventory pillar reads files from git this way."""
     try:
-        return yaml.load(pathlib.Path(path).read_text(encoding="utf-8"), Loader=_Loader) or {}  # noqa: S506 (safe subclass)
+        return yaml.load(text, Loader=_Loader) or {}
     except yaml.YAMLError as exc:
-        raise InventoryError(f"{path}: not valid YAML: {exc}") from None
+        raise InventoryError(f"{source}: not valid YAML: {exc}") from None
 
 
 def _yaml_files(folder):

@@ -6,7 +6,8 @@ A minion holds its pillar in memory until something refreshes it, so a container
 pillar would otherwise wait for the periodic reconcile, and the settings beacon would not watch
 its file. The watch is cheap while nothing changes: it compares a fingerprint of the pillar
 source files (paths, sizes, modification times) and compiles nothing. When the fingerprint
-moves (or the master has external pillars, which files cannot tell about), it compiles each
+moves (or the master has external pillars other than the inventory pillar, whose stored
+result is a watched file: files cannot tell about them), it compiles each
 minion's pillar and compares a digest of its ``ccc`` key with the digest it recorded when it
 last acted: the minions whose ``ccc`` pillar changed are the ones concerned.
 """
@@ -15,6 +16,7 @@ import hashlib
 import json
 import os
 
+import ccc_inventory_state
 import salt.utils.master
 
 
@@ -33,6 +35,18 @@ def tree_fingerprint(roots):
                     continue
                 digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def watched_roots(opts):
+    """The folders whose files decide the pillar: ``pillar_roots`` and the stored result of the
+    inventory pillar (``ccc_inventory_state``, which changes with the inventory's revision);
+    ``None`` when the master has another external pillar, which no file tells about."""
+    extra = []
+    for entry in opts.get("ext_pillar") or []:
+        if not isinstance(entry, dict) or list(entry) != ["ccc_inventory"]:
+            return None
+        extra = [ccc_inventory_state.folder(opts["cachedir"])]
+    return pillar_roots(opts) + extra
 
 
 def pillar_roots(opts):

@@ -15,15 +15,17 @@ import yaml
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLUSH_INTERVAL = 2  # seconds between ccc.flush runs (pending redeploys)
 PILLAR_WATCH_INTERVAL = 20  # seconds between ccc.pillar_watch runs (admins' pillar edits reach nodes)
+INVENTORY_INTERVAL = 10  # seconds between ccc_inventory.refresh runs (a lab's inventory repository)
 # The master's keyring for ccc:secrets (#!yaml|gpg pillar, docs/secrets.md); root-only (0700).
 GPG_KEYDIR = "/etc/salt/gpgkeys"
 
 
-def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KEYDIR):
-    """The ccc-salt part of a master config as a dict."""
+def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KEYDIR, inventory=None):
+    """The ccc-salt part of a master config as a dict; ``inventory``: the ``ccc_inventory``
+    settings of a lab that keeps its inventory repository (at least ``repo``)."""
     repo = pathlib.Path(repo)
     site = pathlib.Path(site) if site else repo / "sample-pillar"
-    return {
+    config = {
         # salt/ only: salt/_modules, _states and _beacons link to the repository's folders, so
         # pillar, tests and the rest of the checkout are never served.
         "file_roots": {"base": [str(repo / "salt")]},
@@ -44,6 +46,8 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KE
             {"salt/minion/*/start": [str(repo / "reactor" / "minion_start.sls")]},
             # A swarm node lacks a stack's overlay: the leader creates it, the stack is redeployed.
             {"ccc/swarm/overlay_needed": [str(repo / "reactor" / "swarm_overlay_needed.sls")]},
+            # A node removed a container of a stack that left pillar: the leader removes its overlay.
+            {"ccc/swarm/overlay_released": [str(repo / "reactor" / "swarm_overlay_released.sls")]},
             # A node's Docker engine restarted (ccc_docker beacon): reconcile that node in full.
             {"salt/beacon/*/ccc_docker/restarted": [str(repo / "reactor" / "engine_restarted.sls")]},
             # A compute container crashed (ccc_docker beacon): redeploy its stack like an edit, so
@@ -67,6 +71,19 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KE
         # returned from all of its minions after job_timeout (s) counts as ended.
         "ccc_redeploy": {"max_applies": 6, "window": 60, "job_timeout": 300},
     }
+    if inventory:
+        config.update(inventory_config(repo, inventory))
+        config["schedule"]["ccc-inventory-refresh"] = {"function": "ccc_inventory.refresh",
+                                                       "seconds": INVENTORY_INTERVAL, "return_job": False}
+    return config
+
+
+def inventory_config(repo, inventory):
+    """The inventory pillar (docs/pillar.md): ``ccc:users`` and ``ccc:containers`` from the lab's
+    inventory repository, read and mapped by ``ccc_inventory.refresh``, served by the external
+    pillar ``_pillar/ccc_inventory.py``; the pillar roots' files merge first, then this."""
+    return {"pillar_dirs": [str(pathlib.Path(repo) / "_pillar")], "ext_pillar": [{"ccc_inventory": {}}],
+            "ccc_inventory": dict(inventory)}
 
 
 def main():
@@ -75,8 +92,15 @@ def main():
     parser.add_argument("--repo", default=str(REPO), help="where ccc-salt is installed on the master")
     parser.add_argument("--gpg-keydir", default=GPG_KEYDIR,
                         help="the master's keyring that decrypts ccc:secrets (default %(default)s)")
+    parser.add_argument("--inventory-repo", help="a clone of the lab's inventory repository on the master: "
+                        "its users and containers become ccc:users and ccc:containers (docs/pillar.md)")
+    parser.add_argument("--inventory-rev", default="HEAD", help="the revision read (default %(default)s)")
+    parser.add_argument("--inventory-fetch", help="a remote fetched before each read (then --inventory-rev origin/main)")
     args = parser.parse_args()
-    print(yaml.safe_dump(master_config(args.repo, args.site, gpg_keydir=args.gpg_keydir), sort_keys=False), end="")
+    inventory = {"repo": args.inventory_repo, "rev": args.inventory_rev, "fetch": args.inventory_fetch} \
+        if args.inventory_repo else None
+    config = master_config(args.repo, args.site, gpg_keydir=args.gpg_keydir, inventory=inventory)
+    print(yaml.safe_dump(config, sort_keys=False), end="")
 
 
 if __name__ == "__main__":

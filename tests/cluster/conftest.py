@@ -91,10 +91,18 @@ def redeploy_limits():
 
 
 @pytest.fixture(scope="package")
-def master(salt_factories, overrides_root, redeploy_limits, tmp_path_factory):
+def inventory_repo(tmp_path_factory):
+    """Where the master reads a lab's inventory repository (ccc_inventory): absent (nothing
+    served) until tests/cluster/test_inventory_repo.py makes one, and absent again after it."""
+    return tmp_path_factory.mktemp("inventory") / "ccc-inventory"
+
+
+@pytest.fixture(scope="package")
+def master(salt_factories, overrides_root, redeploy_limits, inventory_repo, tmp_path_factory):
     # The sample site's secrets.sls is encrypted to its public DEMO key: the master's keyring holds it.
     keydir = secrets.demo_keyring(tmp_path_factory.mktemp("master-gpg") / "gpgkeys")
-    overrides = master_config.master_config(REPO, REPO / "sample-pillar", [overrides_root], gpg_keydir=keydir)
+    overrides = master_config.master_config(REPO, REPO / "sample-pillar", [overrides_root], gpg_keydir=keydir,
+                                            inventory={"repo": str(inventory_repo)})
     overrides["ccc_redeploy"] = redeploy_limits
     factory = salt_factories.salt_master_daemon("ccc-master", overrides=overrides)
     with factory.started():
