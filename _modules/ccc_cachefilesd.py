@@ -23,7 +23,8 @@ def __virtual__():
 def config(settings=None):
     """
     The role's files for this node: ``{"problems": [...], "conf": /etc/cachefilesd.conf text,
-    "default": /etc/default/cachefilesd text, "cache_dir": path}`` (texts None with problems).
+    "default": /etc/default/cachefilesd text, "cache_dir": path, "state": started | stopped}``
+    (texts None with problems).
 
     CLI Example:
 
@@ -35,9 +36,10 @@ def config(settings=None):
         settings = ccc_role_settings.read("cachefilesd", __pillar__, __salt__["cp.get_file_str"])
     checked, problems = ccc_cachefilesd.check(settings)
     if problems:
-        return {"problems": problems, "conf": None, "default": None, "cache_dir": None}
+        return {"problems": problems, "conf": None, "default": None, "cache_dir": None, "state": None}
     return {"problems": [], "conf": ccc_cachefilesd.conf_text(checked, __grains__["id"]),
-            "default": ccc_cachefilesd.default_text(checked), "cache_dir": checked["cache_dir"]}
+            "default": ccc_cachefilesd.default_text(checked), "cache_dir": checked["cache_dir"],
+            "state": checked["state"]}
 
 
 def kernel_support():

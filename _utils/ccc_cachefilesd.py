@@ -13,6 +13,9 @@ import re
 THRESHOLDS = ("brun", "bcull", "bstop", "frun", "fcull", "fstop")
 PERCENT = re.compile(r"^\s*(\d{1,3})\s*%?\s*$")
 OPTS = re.compile(r"^[A-Za-z0-9 _=./-]*$")
+# ``state``: the original's cachefilesd_state. Stopped keeps the package and its config but the
+# daemon is stopped and disabled (and the open-files limit it needs is not set).
+STATES = ("started", "stopped")
 
 
 def percent(value):
@@ -49,6 +52,9 @@ def check(settings):
         problems.append(f"ccc:cachefilesd:cache_dir must be an absolute folder other than /, got {cache_dir!r}")
     else:
         checked["cache_dir"] = os.path.normpath(cache_dir)
+    checked.setdefault("state", "started")
+    if checked["state"] not in STATES:
+        problems.append(f"ccc:cachefilesd:state must be started or stopped, got {checked['state']!r}")
     if not isinstance(checked.get("daemon_opts", ""), str) or not OPTS.match(checked.get("daemon_opts", "")):
         problems.append(f"ccc:cachefilesd:daemon_opts must be plain daemon options, got {checked.get('daemon_opts')!r}")
     return checked, problems
@@ -70,5 +76,8 @@ def default_text(checked):
 
 
 def services(settings, node_id):
-    """What the role runs on a node (``salt-run ccc.status``): the FS-cache daemon's unit."""
+    """What the role runs on a node (``salt-run ccc.status``): the FS-cache daemon's unit, none
+    when the admin keeps it stopped."""
+    if isinstance(settings, dict) and settings.get("state") == "stopped":
+        return []
     return [{"kind": "unit", "name": "cachefilesd.service", "role": "cachefilesd"}]

@@ -125,6 +125,27 @@ def test_second_apply_changes_nothing_and_fails_the_same(runs):
                for key in sample)
 
 
+def test_cachefilesd_kept_stopped_is_stopped_disabled_and_does_not_fail(node, runs):
+    """The original's cachefilesd_state: stopped (ccc:cachefilesd:state): the config stays, the
+    unit is stopped and disabled, the open-files limit goes, and no kernel module is asked for."""
+    pillar = _pillar()
+    pillar["ccc"]["cachefilesd"]["state"] = "stopped"
+    pillar["ccc"]["only_roles"] = "cachefilesd"
+    node.write_pillar("site/nodes/nfs-storage.sls", json.dumps(pillar))
+    try:
+        states = node.salt_call("state.apply", "cluster", check=False).states()
+        again = node.salt_call("state.apply", "cluster", check=False).states()
+    finally:
+        node.write_pillar("site/nodes/nfs-storage.sls", json.dumps(_pillar()))
+    assert failed(states) == {}
+    assert set(changed(states)) == {"ccc-cluster-cachefilesd-service", "ccc-cluster-cachefilesd-nofile"}
+    assert node.exec("systemctl is-enabled cachefilesd", check=False).stdout.strip() == "disabled"
+    assert node.exec("systemctl is-active cachefilesd", check=False).stdout.strip() == "inactive"
+    assert node.exec("test -e /etc/security/limits.d/ccc-cachefilesd.conf", check=False).returncode == 1
+    assert "dir /var/cache/ccc-fscache" in node.exec("cat /etc/cachefilesd.conf").stdout
+    assert (changed(again), failed(again)) == ({}, {})
+
+
 def test_containers_refuse_user_data_while_the_share_is_missing(node, runs):
     saved = subprocess.run(["docker", "save", "ccc-test/tiny:1"], capture_output=True, check=True).stdout
     subprocess.run(["docker", "exec", "-i", node.container, "docker", "load"], input=saved, capture_output=True, check=True)

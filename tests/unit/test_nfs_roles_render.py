@@ -49,3 +49,18 @@ def test_broken_pillar_is_refused_before_anything_is_written(tmp_path):
         "ccc:cachefilesd is not valid, nothing changed: ccc:cachefilesd: brun > bcull > bstop is required, "
         "got 10% > 12% > 3%")
     assert not any(key.startswith(("ccc-cluster-nfs_storage-mount", "ccc-cluster-cachefilesd-conf")) for key in states)
+
+
+def test_cachefilesd_kept_stopped_is_configured_stopped_and_disabled_without_failing(tmp_path):
+    states = _apply(tmp_path, "node1", {"cachefilesd": {"state": "stopped"}})
+    assert {k: v["comment"] for k, v in states.items() if v["result"] is False} == {}
+    assert "ccc-cluster-cachefilesd-kernel" not in states  # a stopped daemon needs no kernel module
+    service = states["ccc-cluster-cachefilesd-service"]
+    assert service["name"] == "cachefilesd" and service["result"] in (None, True)
+    assert states["ccc-cluster-cachefilesd-conf"]["changes"]
+
+
+def test_a_cachefilesd_state_other_than_started_or_stopped_is_refused(tmp_path):
+    states = _apply(tmp_path, "node1", {"cachefilesd": {"state": "off"}})
+    assert states["ccc-cluster-cachefilesd-settings"]["comment"] == (
+        "ccc:cachefilesd is not valid, nothing changed: ccc:cachefilesd:state must be started or stopped, got 'off'")

@@ -1,7 +1,7 @@
 {#- cachefilesd: Debian's FS-cache daemon (what NFS mounts with fsc cache through), its config
     (cache dir, tag <node>-cache, culling thresholds checked by _utils/ccc_cachefilesd.py), RUN=yes,
-    the cache folder and the service. Without the kernel's cachefiles module the daemon cannot run:
-    the package and config are set and the role fails saying so. Nothing is written while a setting is wrong. #}
+    the cache folder and the service (state: stopped, the original's cachefilesd_state: stopped and
+    disabled instead). Without the kernel's cachefiles module the daemon cannot run: the package and config are set and the role fails saying so. Nothing is written while a setting is wrong. #}
 {%- from tpldir ~ "/map.jinja" import cachefilesd with context %}
 {%- if salt['ccc_cluster.role_enabled']('cachefilesd') %}
 {%-   set config = salt['ccc_cachefilesd.config'](cachefilesd) %}
@@ -14,7 +14,8 @@ ccc-cluster-cachefilesd-settings:
     - name: ccc:cachefilesd
     - comment: {{ ("ccc:cachefilesd is not valid, nothing changed: " ~ config.problems | join("; ")) | json }}
 {%-   else %}
-{%-     set no_kernel = salt['ccc_cachefilesd.kernel_support']() %}
+{%-     set stopped = config.state == "stopped" %}
+{%-     set no_kernel = not stopped and salt['ccc_cachefilesd.kernel_support']() %}
 ccc-cluster-cachefilesd-package:
   pkg.installed:
     - name: cachefilesd
@@ -47,12 +48,27 @@ ccc-cluster-cachefilesd-default:
     - require:
       - pkg: ccc-cluster-cachefilesd-package
 
+{%-     if stopped %}
+
+ccc-cluster-cachefilesd-nofile:
+  file.absent:
+    - name: /etc/security/limits.d/ccc-cachefilesd.conf
+
+ccc-cluster-cachefilesd-service:
+  service.dead:
+    - name: cachefilesd
+    - enable: false
+    - require:
+      - pkg: ccc-cluster-cachefilesd-package
+{%-     else %}
+
 ccc-cluster-cachefilesd-nofile:
   file.managed:
     - name: /etc/security/limits.d/ccc-cachefilesd.conf
     - contents: "# Managed by ccc-salt (cluster role cachefilesd): FS-cache keeps many files open\n* soft nofile 64000\n"
     - mode: "0644"
     - makedirs: true
+{%-     endif %}
 
 {%-     if no_kernel %}
 
@@ -70,7 +86,7 @@ ccc-cluster-cachefilesd-kernel:
     - allow_test_mode_failure: false
     - name: cachefilesd not started
     - comment: {{ ("cachefilesd is installed, configured and enabled, but not started: " ~ no_kernel) | json }}
-{%-     else %}
+{%-     elif not stopped %}
 
 ccc-cluster-cachefilesd-service:
   service.running:
