@@ -171,6 +171,9 @@ def _running(client, name, spec):
     env_text, secret_changes = _env_file_state(spec, values)
     proxy = _proxy(spec, test)
     found = svc.differences(attrs, want, image_id, secret_keys=set(inline)) + secret_changes if attrs else []
+    if attrs and spec["docker_api"] and ccc_engine.running(attrs) \
+            and api_host.stale(name, (attrs.get("State") or {}).get("Pid")):
+        found.append("docker api socket replaced since the container started")
     if attrs and not found and not ccc_engine.running(attrs):
         return _start(client, name, attrs, test, proxy)
     if attrs and not found:

@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 TARGET = "/var/run/docker.sock"
 ENGINE_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock")
 SOCKET_DIR = "/run/ccc-docker-api"
-CONFIG_DIR = "/etc/ccc-salt/docker-api"
+CONFIG_DIR = "/etc/ccc-docker-api"
 UNIT_DIR = "/etc/systemd/system"
 UNIT = "ccc-docker-api"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

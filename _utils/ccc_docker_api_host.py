@@ -19,7 +19,10 @@ class ProxyFailed(RuntimeError):
 
 
 def _write(directory, name, text, mode):
+    """Root-owned and world-readable (haproxy reads its configuration as user haproxy; nothing
+    in it is secret), replaced atomically."""
     os.makedirs(directory, mode=0o755, exist_ok=True)
+    os.chmod(directory, 0o755)
     fd = ccc_safefs.open_root(directory)
     try:
         ccc_safefs.write_file_at(fd, name, text.encode(), mode)
@@ -76,6 +79,18 @@ def ensure(name, profile, docker_url, run):
     if not _is_socket(api.socket_path(name)):
         raise ProxyFailed(f"{api.socket_unit(name)} is active but {api.socket_path(name)} is not a socket")
     return found
+
+
+def stale(name, pid):
+    """True when running container ``name`` (process ``pid``) holds another inode at
+    ``/var/run/docker.sock`` than its proxy socket now is (the socket unit was restarted by
+    hand): its bind is dead until the container is made again."""
+    try:
+        inside = os.stat(f"/proc/{int(pid)}/root{api.TARGET}")
+        now = os.stat(api.socket_path(name))
+    except (OSError, ValueError):
+        return False
+    return (inside.st_dev, inside.st_ino) != (now.st_dev, now.st_ino)
 
 
 def present(name):

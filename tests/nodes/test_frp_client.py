@@ -7,8 +7,10 @@ dockerd and tagged ``lukacu/frpc:latest``) runs a busybox shell as its entrypoin
 line naming its network to ``$FRPC_LOGFILE`` and sleeps. So what is checked is the container the
 role makes and the environment its process really gets (``/proc/1/environ``), not frpc itself.
 
-What an admin sees: one frpc per watched network with the image's env, docker.sock read-only, the
-log folder, only its network; the token and the FRP credentials inside the process and nowhere
+What an admin sees: one frpc per watched network with the image's env, the log folder, only its
+network, and instead of docker.sock its own Docker API proxy (``ccc_docker_api``: haproxy under a
+systemd socket unit) that answers the calls docker-gen makes (events included) and refuses every
+write or leaking read from inside the container with 403, changing nothing; the token and the FRP credentials inside the process and nowhere
 else (no ``docker inspect``, no salt output or log, no file outside the root-only env files); a
 second apply changes nothing; a new token recreates both; a removed network entry removes its
 container; a reboot brings them back (restart policy); ``absent`` removes them and keeps the logs."""
@@ -20,6 +22,8 @@ import pytest
 
 from support import secrets
 from support.sysnode import failed as _failed
+
+from . import docker_api_support as api
 
 pytestmark = pytest.mark.docker
 
@@ -101,7 +105,7 @@ def test_one_frpc_per_network_with_the_env_binds_and_network_it_needs(node, appl
             "FRPC_LOGFILE": f"/var/log/frpc/{log}", "FRPC_LOG_LEVEL": "info", "FRPC_NETWORK": network}
         assert sorted(attrs["HostConfig"]["Binds"]) == [
             f"/etc/ccc-salt/secrets/containers/{name}.env:/run/ccc-secrets/env:ro",
-            "/var/log/frpc:/var/log/frpc:rw", "/var/run/docker.sock:/var/run/docker.sock:ro"]
+            "/run/ccc-docker-api/" + name + ".sock:/var/run/docker.sock:ro", "/var/log/frpc:/var/log/frpc:rw"]
         assert list(attrs["NetworkSettings"]["Networks"]) == [network]
         assert attrs["Config"]["Labels"]["ccc.cluster-role"] == "frp_client"
         assert attrs["HostConfig"]["RestartPolicy"]["Name"] == "always" and attrs["State"]["Running"]
@@ -131,6 +135,44 @@ def test_a_second_apply_changes_nothing(node, applied):
     assert {key: value["changes"] for key, value in again.items() if value["changes"]} == {}
 
 
+DOCKER_GEN_CALLS = [("HEAD", "/_ping"), ("GET", "/_ping"), ("GET", "/version"), ("GET", "/v1.41/info"),
+                    ("GET", "/v1.41/containers/json?all=1"), ("GET", "/v1.41/networks")]
+
+
+def test_each_frpc_has_its_own_proxy_socket_and_never_the_engines(node, applied):
+    for name in (LAB, STUDENT):
+        api.assert_no_engine_socket(node, name)
+        assert node.exec(["systemctl", "is-enabled", f"ccc-docker-api@{name}.socket"]).stdout.strip() == "enabled"
+
+
+def test_what_docker_gen_needs_passes_through_the_proxy(node, applied):
+    student = _inspect(node, STUDENT)["Id"]
+    answers = api.assert_needs_pass(node, LAB, DOCKER_GEN_CALLS + [("GET", f"/v1.41/containers/{student}/json")])
+    assert answers[-1]["body"].startswith('{"Id":"' + student)  # the real engine's answer
+
+
+def test_attacks_from_inside_frpc_are_refused_and_change_nothing(node, applied):
+    api.assert_attacks_refused(node, LAB, _inspect(node, STUDENT)["Id"])
+    assert "NOSRV" in node.exec(["journalctl", "--no-pager", "-q", "-u", f"ccc-docker-api@{LAB}.service"]).stdout
+
+
+def test_docker_events_reach_frpc_through_the_proxy(node, applied):
+    event = api.event_through_proxy(node, LAB)
+    assert (event["Type"], event["Action"]) == ("container", "create")
+
+
+def test_a_proxy_socket_replaced_by_hand_makes_the_next_apply_recreate_frpc(node, applied):
+    """A restarted socket unit makes a new socket file; the running frpc still holds the old one."""
+    node.exec(["systemctl", "restart", f"ccc-docker-api@{LAB}.socket"])
+    dead = node.exec([str(api.PYTHON), str(api.PROBE), api.container_socket(node, LAB), '[["GET", "/_ping", null]]'],
+                     check=False)
+    assert dead.returncode != 0 and "ConnectionRefusedError" in dead.stderr
+    fixed = _apply(node)
+    assert fixed[f"ccc-cluster-frp_client-container-{LAB}"]["changes"] == {
+        "recreated": LAB, "differences": ["docker api socket replaced since the container started"]}
+    api.assert_needs_pass(node, LAB, DOCKER_GEN_CALLS)
+
+
 def test_a_new_token_recreates_both_without_showing_it(node, applied):
     node.write_pillar("site/secrets.sls", secrets.secrets_sls(node.keyring, dict(SECRETS, frp={"token": NEW_TOKEN})))
     changed = _apply(node)
@@ -148,6 +190,8 @@ def test_a_removed_network_entry_removes_its_container(node, applied):
     assert fewer["ccc-cluster-frp_client-prune"]["changes"] == {"removed": [STUDENT]}
     assert node.exec(["docker", "ps", "-a", "--format", "{{.Names}}"]).stdout.split() == [LAB]
     assert node.exec("ls /etc/ccc-salt/secrets/containers").stdout.split() == [f"{LAB}.env"]
+    assert node.exec("ls /etc/ccc-docker-api").stdout.split() == [f"{LAB}.cfg"]  # its proxy went with it
+    assert node.exec("ls /run/ccc-docker-api").stdout.split() == [f"{LAB}.sock"]
 
 
 def test_frpc_comes_back_after_a_reboot(node, applied):
@@ -155,6 +199,10 @@ def test_frpc_comes_back_after_a_reboot(node, applied):
     node.exec("for i in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done")
     assert node.exec(["docker", "inspect", "-f", "{{.State.Running}}", LAB]).stdout.strip() == "true"
     assert _environ(node, LAB)["FRPC_AUTH_TOKEN"] == NEW_TOKEN
+    # the socket unit started before dockerd: the container got the proxy's socket again, not a folder
+    api.assert_no_engine_socket(node, LAB)
+    api.assert_needs_pass(node, LAB, DOCKER_GEN_CALLS)
+    api.assert_attacks_refused(node, LAB, _inspect(node, LAB)["Id"])
 
 
 def test_absent_removes_the_containers_and_keeps_the_logs(node, applied):
@@ -163,5 +211,7 @@ def test_absent_removes_the_containers_and_keeps_the_logs(node, applied):
     assert _failed(gone) == {}
     assert gone["ccc-cluster-frp_client-clean-containers"]["changes"] == {"removed": [LAB]}
     assert node.exec(["docker", "ps", "-aq"]).stdout.split() == []
+    assert node.exec("ls -A /etc/ccc-docker-api; ls -A /run/ccc-docker-api", check=False).stdout.split() == []
+    assert node.exec(["systemctl", "is-enabled", f"ccc-docker-api@{LAB}.socket"], check=False).stdout.strip() == "disabled"
     assert node.exec("ls -A /etc/ccc-salt/secrets/containers").stdout.split() == []
     assert "frpc stand-in on lab-unrestricted" in node.exec(["cat", "/var/log/frpc/lab.log"]).stdout

@@ -10,6 +10,7 @@ import http.client
 import json
 import socket
 import sys
+import time
 
 
 class UnixConnection(http.client.HTTPConnection):
@@ -36,9 +37,11 @@ def call(path, method, url, body=None):
 
 
 def events(path, timeout):
-    """Event objects from ``GET /events`` as they arrive (``socket.timeout`` when none comes in time)."""
+    """Event objects from ``GET /events`` as they arrive (``socket.timeout`` when none comes in time).
+    ``since`` one second back: dockerd answers before it subscribes, so an event made right after
+    the answer comes from its buffer instead of being missed."""
     conn = UnixConnection(path, timeout=timeout)
-    conn.request("GET", "/events")
+    conn.request("GET", f"/events?since={int(time.time()) - 1}")
     answer = conn.getresponse()
     if answer.status != 200:
         raise AssertionError(f"GET /events answered {answer.status}")
