@@ -1,6 +1,6 @@
 """
 Execution module ``ccc_hostkeys``: the shared SSH host key sets of the containers (one per
-STACK_NAME in ``<state_dir>/host-keys``): rotation, fingerprints and the backup plan of the
+STACK_NAME in ``<store>/host-keys``, ``ccc_hostkeys.store``): rotation, fingerprints and the backup plan of the
 sshd_hostkeys role. Thin: the rules are in ``_utils/ccc_hostkeys.py`` and
 ``_utils/ccc_hostkey_backup.py``.
 """
@@ -25,10 +25,21 @@ def _cluster():
     return ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
 
 
+def _store():
+    try:
+        return ccc_hostkeys.store(_cluster())
+    except ValueError as exc:
+        raise CommandExecutionError(str(exc)) from None
+
+
 def _stack_folder(stack):
     if not ccc_rules.is_stack_name(stack):
         raise CommandExecutionError(f"{stack!r} is not a STACK_NAME")
-    folder = os.path.join(_cluster()["state_dir"], "host-keys", stack)
+    try:
+        ccc_hostkeys.migrate(_store())  # a set still at its old place is read from the store
+    except OSError as exc:
+        raise CommandExecutionError(f"moving the host key sets into the key store failed: {exc}") from exc
+    folder = os.path.join(_store()["root"], "host-keys", stack)
     if not os.path.isfile(os.path.join(folder, "ssh_host_ed25519_key.pub")):
         raise CommandExecutionError(f"no shared host key set for {stack} in {os.path.dirname(folder)} "
                                     "(never deployed, or the storage is not mounted here)")
@@ -51,7 +62,7 @@ def fingerprints(stack):
 def rotate(stack):
     """
     Replace ``stack``'s shared SSH host key set with a new one. The old set is kept as a dated
-    copy in ``<state_dir>/host-keys-retired/``. Nodes copy the new set at their next
+    copy in ``<store>/host-keys-retired/``. Nodes copy the new set at their next
     ``state.apply cluster`` (role sshd_hostkeys) or ``state.apply containers``; a running
     container serves the new keys once it restarts.
     Users will see a "host key changed" warning: tell them first.
@@ -66,7 +77,7 @@ def rotate(stack):
     cluster = _cluster()
     rsa_bits = (cluster.get("host_keys") or {}).get("rsa_bits", 3072)
     try:
-        result = ccc_hostkeys.rotate(cluster["state_dir"], stack, rsa_bits)
+        result = ccc_hostkeys.rotate(_store(), stack, rsa_bits)
     except OSError as exc:
         raise CommandExecutionError(f"rotating the host keys of {stack} failed: {exc}") from exc
     return {
@@ -95,7 +106,7 @@ def backup_plan(backup_dir=None, keep=None):
     settings = ccc_role_settings.read("sshd_hostkeys", __pillar__, __salt__["cp.get_file_str"])
     backup_dir = backup_dir or settings["backup_dir"]
     keep = keep if keep is not None else settings["keep"]
-    source = os.path.join(_cluster()["state_dir"], "host-keys")
+    source = os.path.join(_store()["root"], "host-keys")
     if not os.path.isdir(source):
         return {"source": source, "sets": 0, "write": None, "prune": []}
     try:

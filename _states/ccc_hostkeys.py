@@ -1,7 +1,8 @@
 """
 State module ``ccc_hostkeys`` (the sshd_hostkeys role): ``backed_up`` keeps root-only tar
 copies of the shared SSH host key sets on this node, writing one only when the sets changed;
-``node_copies_current`` brings rotated sets to this node's container copies.
+``node_copies_current`` moves sets left at the old place into the key store and brings rotated
+sets to this node's container copies.
 """
 
 import os
@@ -20,17 +21,30 @@ def __virtual__():
 def backed_up(name, keep=5):
     """
     ``name``: the backup folder (0700). A new ``host-keys-<UTC time>-<digest>.tar`` (0600) is
-    written when the shared sets in ``<state_dir>/host-keys`` differ from the newest backup;
+    written when the shared sets in ``<store>/host-keys`` differ from the newest backup;
     the newest ``keep`` backups are kept. The keys themselves never appear in the output.
     """
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
-    source = os.path.join(cluster["state_dir"], "host-keys")
-    storage = os.path.dirname(cluster["state_dir"].rstrip("/"))
+    try:
+        root = ccc_hostkeys.store_root(cluster)
+    except ValueError as exc:
+        ret.update(result=False, comment=f"host key backup: {exc}")
+        return ret
+    source = os.path.join(root, "host-keys")
+    storage = os.path.dirname(root.rstrip("/"))
     if not os.path.isdir(storage):
         ret.update(result=False, comment=f"{storage} does not exist on this node (storage not mounted?): "
                                          "the host keys cannot be backed up")
         return ret
+    if not __opts__["test"]:
+        try:  # sets still at the old place are backed up from the store they belong in
+            moved = ccc_hostkeys.migrate(ccc_hostkeys.store(cluster))
+        except OSError as exc:
+            ret.update(result=False, comment=f"moving the host key sets into the key store failed: {exc}")
+            return ret
+        if moved:
+            ret["changes"]["moved to the key store"] = moved
     if not os.path.isdir(source):
         ret["comment"] = f"no host key sets in {source} yet (no container deployed): nothing to back up"
         return ret
@@ -42,7 +56,7 @@ def backed_up(name, keep=5):
     if not steps["write"] and not steps["prune"]:
         ret["comment"] = f"backup of {steps['sets']} host key set(s) is current ({steps['digest']})"
         return ret
-    changes = {key: steps[key] for key in ("write", "prune") if steps[key]}
+    changes = dict(ret["changes"], **{key: steps[key] for key in ("write", "prune") if steps[key]})
     if __opts__["test"]:
         ret.update(result=None, changes=changes,
                    comment=f"would back up {steps['sets']} host key set(s) to {name}")
@@ -58,7 +72,9 @@ def backed_up(name, keep=5):
 
 def node_copies_current(name):
     """
-    ``name``: the node's ``sshd_data`` folder. Every stack with a node copy there gets its
+    ``name``: the node's ``sshd_data`` folder. Key sets still at their old place on the
+    user-data share (``<state_dir>/host-keys``, readable in ``ADMIN_USER_ACCESS`` containers) are
+    moved into the key store first (``ccc_hostkeys.migrate``). Every stack with a node copy there gets its
     shared set again when that set changed (``ccc_hostkeys.rotate``), file by file, atomically;
     a container serves the new keys after its next restart. Stacks are never added here (the
     containers role does that), and nothing changes while the shared storage is away.
@@ -66,12 +82,20 @@ def node_copies_current(name):
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
     try:
-        stale = ccc_hostkeys.outdated(name, cluster["state_dir"])
+        where = ccc_hostkeys.store(cluster)
+        moved = [] if __opts__["test"] else ccc_hostkeys.migrate(where)
+        stale = ccc_hostkeys.outdated(name, where["root"])
+    except ValueError as exc:
+        ret.update(result=False, comment=f"the host key store cannot be used: {exc}")
+        return ret
     except OSError as exc:
         ret.update(result=False, comment=f"comparing the node's host keys with the shared sets failed: {exc}")
         return ret
+    if moved:
+        ret["changes"]["moved to the key store"] = moved
     if not stale:
-        ret["comment"] = "the node's host key copies match the shared sets"
+        ret["comment"] = "the node's host key copies match the shared sets" + (
+            f"; moved {len(moved)} key set(s) from the user-data share into {where['root']}" if moved else "")
         return ret
     if __opts__["test"]:
         ret.update(result=None, changes={"refresh": stale},
@@ -80,13 +104,13 @@ def node_copies_current(name):
     done = []
     for stack in stale:
         try:
-            if ccc_hostkeys.ensure(name, cluster["state_dir"], stack):
+            if ccc_hostkeys.ensure(name, where, stack):
                 done.append(stack)
         except OSError as exc:
             ret.update(result=False, comment=f"copying the host keys of {stack} failed: {exc}")
             break
     if done:
-        ret["changes"] = {"refreshed": done}
+        ret["changes"]["refreshed"] = done
     if ret["result"]:
         ret["comment"] = (f"copied the rotated host keys of {', '.join(done)}; each container serves them "
                           "after its next restart")

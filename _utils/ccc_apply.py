@@ -121,7 +121,11 @@ def _prepare(cluster, node, resolution, test):
         return (*pin_spec(node["binds_dir"], spec, create=False), [])
     created = ccc_userdirs.ensure_directories(resolution["directories"])
     sshd_data = cluster["mount_points"]["local"]["sshd_data"]
-    if ccc_hostkeys.ensure(sshd_data, cluster["state_dir"], spec["name"], (cluster.get("host_keys") or {}).get("rsa_bits", 3072)):
+    try:
+        key_store = ccc_hostkeys.store(cluster)
+    except ValueError as exc:  # a store_dir no container may reach: the admin's to fix, like a missing share
+        raise FileNotFoundError(str(exc)) from None
+    if ccc_hostkeys.ensure(sshd_data, key_store, spec["name"], (cluster.get("host_keys") or {}).get("rsa_bits", 3072)):
         created.append(ccc_hostkeys.node_dir(sshd_data, spec["name"]))
     pinned, set_id = pin_spec(node["binds_dir"], spec, create=True)
     missing = [m["source"] for m in pinned["mounts"] if not os.path.exists(m["source"])]

@@ -1,5 +1,5 @@
 """
-Backups of the shared SSH host key sets (``<state_dir>/host-keys``), for the sshd_hostkeys role.
+Backups of the shared SSH host key sets (``<store>/host-keys``, ``ccc_hostkeys.store``), for the sshd_hostkeys role.
 
 Every container's SSH identity lives in that one shared folder; losing it (a wiped NFS share, a
 mistaken ``rm``) would change every container's host key and make every user's ``ssh`` warn of a

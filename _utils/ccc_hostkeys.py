@@ -5,16 +5,20 @@ CCC images read their sshd host keys from ``/home/.sshd/keys/ssh_host_{rsa,ecdsa
 The original mounted one node-wide folder there, so root in any container could read every
 other container's host key and impersonate its sshd. Here each stack gets its own set:
 
-* generated once per STACK_NAME into the shared state dir (``<state_dir>/host-keys/<STACK>``,
-  root-only), so the keys stay the same when the container moves to another node;
+* generated once per STACK_NAME into the shared key store (``store_root``: by default
+  ``.ccc-host-keys`` next to the user-data root, i.e. ``<store>/host-keys/<STACK>``, root-only),
+  so the keys stay the same when the container moves to another node. The store is on the
+  shared storage but under no container's bind: ``ADMIN_USER_ACCESS`` containers mount the whole
+  user-data root, so the sets once kept in ``<state_dir>`` (below it) were readable there; they
+  are moved to the store (``migrate``) at the next deploy, keys unchanged;
 * copied to the node (``<sshd_data>/stacks/<STACK>/keys``, root-only, private keys 0600) and
   mounted read-only at ``/home/.sshd``: it works while the shared storage is away and users can
-  never replace it.
+  never replace it. Only the stack's own container binds that folder.
 
 A changed shared set (``rotate``, for ``salt-call ccc_hostkeys.rotate <STACK>``) reaches every
 node at its next deploy: ``ensure`` compares the node copy with the shared set and replaces the
 files that differ one by one, each atomically, so a container never sees a missing key file.
-The old set is kept, root-only, in ``<state_dir>/host-keys-retired/<STACK>.<UTC time>``.
+The old set is kept, root-only, in ``<store>/host-keys-retired/<STACK>.<UTC time>``.
 
 Concurrent first deploys on two nodes are safe: a set is generated in a fresh temporary folder
 and renamed into place; whoever renames second uses the winner's keys. A missing storage root
@@ -29,6 +33,7 @@ import hashlib
 import os
 import secrets
 import shutil
+import stat
 import time
 
 from cryptography.hazmat.primitives import serialization
@@ -78,24 +83,144 @@ def _generate(folder, stack, rsa_bits):
                 handle.write(data)
 
 
-def _store(state_dir):
-    """``<state_dir>/host-keys`` (made root-only when missing); the shared storage above the
-    state dir must be there: a missing one is an unmounted share, never created."""
-    parent = os.path.dirname(state_dir.rstrip("/"))
+STORE_NAME = ".ccc-host-keys"
+
+
+def store(cluster):
+    """
+    The shared key store of ``cluster`` (``cluster_settings``) as ``{"root", "share", "legacy"}``:
+    ``root`` is ``ccc:cluster:host_keys:store_dir``, by default ``.ccc-host-keys`` next to the
+    user-data root (``/data/shared/.ccc-host-keys``); ``share`` the user-data root when the store is
+    that default (it must then be on the same file system: the same share, see ``_store``);
+    ``legacy`` the old place (``ccc:cluster:state_dir``, below the user-data root).
+    ``ValueError`` when the store lies below (or holds) a folder that containers mount.
+    """
+    configured = (cluster.get("host_keys") or {}).get("store_dir")
+    return {"root": store_root(cluster), "share": None if configured else cluster["mount_points"]["nfs"]["user_data"],
+            "legacy": cluster.get("state_dir")}
+
+
+def _spec(where):
+    """A ``store`` dict from itself or a plain root path (no share check, no old place)."""
+    return where if isinstance(where, dict) else {"root": str(where), "share": None, "legacy": None}
+
+
+def store_root(cluster):
+    """``store(cluster)["root"]``: ``ccc:cluster:host_keys:store_dir`` or its default."""
+    configured = (cluster.get("host_keys") or {}).get("store_dir")
+    user_data = cluster["mount_points"]["nfs"]["user_data"].rstrip("/")
+    root = os.path.normpath(str(configured)) if configured else os.path.join(os.path.dirname(user_data), STORE_NAME)
+    if not os.path.isabs(root):
+        raise ValueError(f"ccc:cluster:host_keys:store_dir must be an absolute path, got {configured!r}")
+    mounted = [path for group in cluster["mount_points"].values() for path in group.values()]
+    mounted.append(cluster.get("admin_log_dir") or "/var/log/ccc-salt")
+    for path in mounted:
+        path = os.path.normpath(str(path))
+        if root == path or root.startswith(path.rstrip("/") + "/") or path.startswith(root.rstrip("/") + "/"):
+            raise ValueError(f"the host key store {root} must not be {path} or hold it or lie below it: containers mount "
+                             "that folder (set ccc:cluster:host_keys:store_dir elsewhere on the shared storage)")
+    return root
+
+
+def _store(root, share=None):
+    """``<root>/host-keys`` (root and it made root-only when missing); the storage above ``root``
+    must be there: a missing one is an unmounted share, never created. With ``share`` (the
+    user-data root, for the default store) the store must be on its file system: where the
+    user-data root is a mount of its own (one NFS export per folder), the folder next to it is
+    the node's own disk, and keys generated there would not follow a container to another node."""
+    parent = os.path.dirname(root.rstrip("/"))
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"{parent} does not exist on this node (storage not mounted?)")
-    store = os.path.join(state_dir, "host-keys")
+    if share and os.path.isdir(share) and os.stat(parent).st_dev != os.stat(share).st_dev:
+        raise FileNotFoundError(f"the host key store {root} would be on another file system than {share} (its own "
+                                "mount): keys kept there would not follow containers to other nodes; set "
+                                "ccc:cluster:host_keys:store_dir to a folder of storage every node mounts and no "
+                                "container does (docs/pillar.md)")
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    os.chmod(root, 0o700)
+    store = os.path.join(root, "host-keys")
     os.makedirs(store, mode=0o700, exist_ok=True)
     return store
 
 
-def _shared_set(state_dir, stack, rsa_bits):
+def _copy_tree(source, target):
+    """Copy the plain files of folder ``source`` into the new folder ``target`` (0700), keeping
+    their modes; links and anything else are left out."""
+    os.mkdir(target, 0o700)
+    for name in os.listdir(source):
+        path = os.path.join(source, name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, "rb") as handle:
+                data = handle.read(1 << 16)
+            fd = os.open(os.path.join(target, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         stat.S_IMODE(os.lstat(path).st_mode) & 0o644)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+
+
+def _move_set(source, target):
+    """Move one folder of keys to ``target`` unless a folder is there already (another node
+    moved it first: same keys), then remove ``source``. Copy and rename: the store may be on
+    another file system than the old place."""
+    if not os.path.isdir(target):
+        temporary = os.path.join(os.path.dirname(target), f".migrating-{secrets.token_hex(8)}")
+        try:
+            _copy_tree(source, temporary)
+            try:
+                os.rename(temporary, target)
+            except OSError:
+                if not os.path.isdir(target):
+                    raise
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
+    shutil.rmtree(source, ignore_errors=True)
+
+
+def migrate(where):
+    """
+    Move the key sets (and retired sets) kept below the old place (``where["legacy"]``, the
+    state dir on the user-data share, where ``ADMIN_USER_ACCESS`` containers could read them)
+    into the store, keys unchanged, and remove them there. Returns the moved names (``[]`` when
+    there is nothing to move: a ``stat`` per call). Safe on several nodes at once.
+    """
+    where = _spec(where)
+    root, legacy_root = where["root"], where["legacy"]
+    if not legacy_root or os.path.normpath(legacy_root) == os.path.normpath(root):
+        return []
+    moved = []
+    for kind in ("host-keys", "host-keys-retired"):
+        old = os.path.join(legacy_root, kind)
+        if not os.path.isdir(old) or os.path.islink(old):
+            continue
+        target_dir = _store(root, where["share"]) if kind == "host-keys" else _retired_store(root, where["share"])
+        for name in sorted(os.listdir(old)):
+            folder = os.path.join(old, name)
+            if name.startswith(".") or os.path.islink(folder) or not os.path.isdir(folder):
+                continue
+            if kind == "host-keys" and not _complete(folder):
+                continue
+            _move_set(folder, os.path.join(target_dir, name))
+            moved.append(f"{kind}/{name}")
+        try:
+            os.rmdir(old)  # empty now (temporary folders of a crashed run stay, to be looked at)
+        except OSError:
+            pass
+    return moved
+
+
+def _retired_store(root, share=None):
+    _store(root, share)
+    os.makedirs(retired_dir(root), mode=0o700, exist_ok=True)
+    return retired_dir(root)
+
+
+def _shared_set(root, stack, rsa_bits, share=None):
     """The folder of the shared key set of ``stack``, generated if needed; its parent must exist."""
-    store = _store(state_dir)
-    final = os.path.join(store, stack)
+    store_dir = _store(root, share)
+    final = os.path.join(store_dir, stack)
     if all(os.path.isfile(os.path.join(final, name)) for name in key_files()):
         return final
-    temporary = os.path.join(store, f".{stack}.tmp-{secrets.token_hex(8)}")
+    temporary = os.path.join(store_dir, f".{stack}.tmp-{secrets.token_hex(8)}")
     os.mkdir(temporary, 0o700)
     try:
         _generate(temporary, stack, rsa_bits)
@@ -130,28 +255,36 @@ def _node_copy(sshd_data, stack):
     return _read_set(keys) if present(sshd_data, stack) else {}
 
 
-def _shared_if_reachable(state_dir, stack):
+def _shared_if_reachable(root, stack):
     """The shared folder of ``stack`` when the storage and a complete set are there, else None."""
-    final = os.path.join(state_dir, "host-keys", stack)
+    final = os.path.join(root, "host-keys", stack)
     return final if _complete(final) else None
 
 
-def ensure(sshd_data, state_dir, stack, rsa_bits=3072):
+def ensure(sshd_data, where, stack, rsa_bits=3072):
     """
     Make sure the node has ``stack``'s current key set; returns True when files were copied
     (first copy, generation, or a shared set that changed since: compared by content).
+    ``where`` is the shared key store (``store``, or its root path); sets still at its old place
+    are moved into it first (``migrate``).
 
     A complete node copy is kept as it is while the shared set is unreachable or missing (the
-    storage is away, or nobody has generated it): it is never replaced by a fresh set.
-    Raises ``FileNotFoundError`` when a storage root is missing and the node has no copy.
+    storage is away, the store not usable, or nobody has generated it): it is never replaced by
+    a fresh set. Raises ``FileNotFoundError`` when the store cannot be used and the node has no copy.
     """
+    where = _spec(where)
     local = _node_copy(sshd_data, stack)
+    try:
+        migrate(where)
+    except FileNotFoundError:
+        if not local:
+            raise
     if local:
-        source = _shared_if_reachable(state_dir, stack)
+        source = _shared_if_reachable(where["root"], stack)
         if source is None:
             return False
     else:
-        source = _shared_set(state_dir, stack, rsa_bits)
+        source = _shared_set(where["root"], stack, rsa_bits, where["share"])
     wanted = _read_set(source)
     changed = [name for name in key_files() if local.get(name) != wanted[name]]
     if not changed:
@@ -180,34 +313,37 @@ def _write_node_copy(sshd_data, stack, wanted, names):
         os.close(local_fd)
 
 
-def retired_dir(state_dir):
-    """Where ``rotate`` keeps the sets it replaced (shared, root-only)."""
-    return os.path.join(state_dir, "host-keys-retired")
+def retired_dir(root):
+    """Where ``rotate`` keeps the sets it replaced (in the store: shared, root-only)."""
+    return os.path.join(root, "host-keys-retired")
 
 
-def rotate(state_dir, stack, rsa_bits=3072, now=None):
+def rotate(where, stack, rsa_bits=3072, now=None):
     """
     Replace the shared key set of ``stack`` with a fresh one; returns ``{"retired": path or
     None, "current": path}``.
 
     The new set is generated in a temporary folder first. The old set is then renamed to
-    ``<state_dir>/host-keys-retired/<STACK>.<UTC time>`` and the new one renamed into its
+    ``<root>/host-keys-retired/<STACK>.<UTC time>`` and the new one renamed into its
     place: two renames on one file system, so a set is never half written. Containers are not
     touched: they use their node copies until the next ``state.apply containers`` copies the
     new set (``ensure``). A node that generates a set between the two renames (a first deploy
     racing the rotation) wins, and its fresh set is kept: either way the old keys are retired.
     """
-    store = _store(state_dir)
-    final = os.path.join(store, stack)
-    temporary = os.path.join(store, f".{stack}.tmp-{secrets.token_hex(8)}")
+    where = _spec(where)
+    migrate(where)
+    root = where["root"]
+    store_dir = _store(root, where["share"])
+    final = os.path.join(store_dir, stack)
+    temporary = os.path.join(store_dir, f".{stack}.tmp-{secrets.token_hex(8)}")
     os.mkdir(temporary, 0o700)
     retired = None
     try:
         _generate(temporary, stack, rsa_bits)
         if os.path.isdir(final):
-            os.makedirs(retired_dir(state_dir), mode=0o700, exist_ok=True)
+            os.makedirs(retired_dir(root), mode=0o700, exist_ok=True)
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
-            retired = os.path.join(retired_dir(state_dir), f"{stack}.{stamp}-{secrets.token_hex(2)}")
+            retired = os.path.join(retired_dir(root), f"{stack}.{stamp}-{secrets.token_hex(2)}")
             os.rename(final, retired)
         try:
             os.rename(temporary, final)
@@ -229,7 +365,7 @@ def fingerprints(folder):
     return result
 
 
-def outdated(sshd_data, state_dir):
+def outdated(sshd_data, root):
     """The stacks with a node copy on this node that differs from their complete shared set
     (rotated since the copy was made); stacks without a shared set are left out."""
     stacks_dir = os.path.join(sshd_data, "stacks")
@@ -237,7 +373,7 @@ def outdated(sshd_data, state_dir):
         return []
     stale = []
     for stack in sorted(os.listdir(stacks_dir)):
-        source = _shared_if_reachable(state_dir, stack) if not stack.startswith(".") else None
+        source = _shared_if_reachable(root, stack) if not stack.startswith(".") else None
         if source and present(sshd_data, stack) and _node_copy(sshd_data, stack) != _read_set(source):
             stale.append(stack)
     return stale

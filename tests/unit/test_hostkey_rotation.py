@@ -116,3 +116,66 @@ def test_backups_only_when_the_sets_changed_and_pruned(roots, tmp_path, monkeypa
     assert sorted(os.listdir(backups)) == sorted(names[1:])  # the oldest went
     with pytest.raises(ValueError):
         ccc_hostkey_backup.plan(str(source), str(backups), keep=0)
+
+
+def _cluster(tmp_path, **host_keys):
+    shared = tmp_path / "shared"
+    return {"mount_points": {"nfs": {"user_data": str(shared / "user_data"), "group_data": str(shared / "group_data")},
+                             "local": {"sshd_data": str(tmp_path / "sshd")}},
+            "admin_log_dir": "/var/log/ccc-salt", "state_dir": str(shared / "user_data" / ".ccc-salt"),
+            "host_keys": host_keys}
+
+
+def test_the_store_is_next_to_the_user_data_root_and_never_below_a_mounted_folder(tmp_path):
+    cluster = _cluster(tmp_path)
+    assert ccc_hostkeys.store(cluster) == {"root": str(tmp_path / "shared" / ".ccc-host-keys"),
+                                           "share": str(tmp_path / "shared" / "user_data"),
+                                           "legacy": str(tmp_path / "shared" / "user_data" / ".ccc-salt")}
+    assert ccc_hostkeys.store(_cluster(tmp_path, store_dir="/srv/keys"))["share"] is None  # the admin's choice
+    for bad in (str(tmp_path / "shared" / "user_data" / "keys"), str(tmp_path / "sshd" / "keys"),
+                "/var/log/ccc-salt/keys", str(tmp_path), "relative/keys"):
+        with pytest.raises(ValueError):
+            ccc_hostkeys.store(_cluster(tmp_path, store_dir=bad))
+
+
+def test_sets_at_the_old_place_move_into_the_store_unchanged(tmp_path):
+    """The sets and retired sets once kept below the user-data root (readable where the whole
+    root is mounted) move to the store with the same keys; the node copy stays the same."""
+    (tmp_path / "shared" / "user_data").mkdir(parents=True)
+    sshd = tmp_path / "sshd"
+    sshd.mkdir()
+    cluster = _cluster(tmp_path)
+    legacy = cluster["state_dir"]
+    ccc_hostkeys.ensure(str(sshd), legacy, "box", rsa_bits=1024)  # as the older ccc-salt kept them
+    ccc_hostkeys.rotate(legacy, "box", rsa_bits=1024)
+    old_prints = ccc_hostkeys.fingerprints(os.path.join(legacy, "host-keys", "box"))
+    ccc_hostkeys.ensure(str(sshd), legacy, "box")
+    before = node_key(sshd)
+    where = ccc_hostkeys.store(cluster)
+    assert not ccc_hostkeys.ensure(str(sshd), where, "box")  # moved, nothing to copy: same keys
+    store = tmp_path / "shared" / ".ccc-host-keys"
+    assert ccc_hostkeys.fingerprints(str(store / "host-keys" / "box")) == old_prints and node_key(sshd) == before
+    assert len(os.listdir(store / "host-keys-retired")) == 1
+    assert not os.path.exists(os.path.join(legacy, "host-keys")) and not os.path.exists(os.path.join(legacy, "host-keys-retired"))
+    for folder in (store, store / "host-keys", store / "host-keys" / "box", store / "host-keys-retired"):
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700 and os.stat(folder).st_uid == 0
+    assert stat.S_IMODE(os.stat(store / "host-keys" / "box" / "ssh_host_rsa_key").st_mode) == 0o600
+    assert ccc_hostkeys.migrate(where) == []  # once
+
+
+def test_the_default_store_is_refused_off_the_user_data_share(tmp_path):
+    """The user-data root a mount of its own (one export per folder): the folder next to it is the
+    node's own disk, where keys would not follow moves; a node copy is kept, a new set refused."""
+    user_data = tmp_path / "shared" / "user_data"
+    user_data.mkdir(parents=True)
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(user_data)]).returncode != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        sshd = tmp_path / "sshd"
+        sshd.mkdir()
+        where = ccc_hostkeys.store(_cluster(tmp_path))
+        with pytest.raises(FileNotFoundError, match="would not follow containers to other nodes"):
+            ccc_hostkeys.ensure(str(sshd), where, "box", rsa_bits=1024)
+        assert not (tmp_path / "shared" / ".ccc-host-keys").exists()
+    finally:
+        subprocess.run(["umount", str(user_data)], check=False)

@@ -19,15 +19,15 @@ NODES = ("node1", "node2", "node3")
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
     """``{node: (SaltNode, {state id: result})}`` after ``state.apply cluster test=True``; node1's
-    shared storage holds one host key set, so its backup has something to do."""
+    shared key store holds one host key set, so its backup has something to do."""
     result = {}
     for node in NODES:
         root = tmp_path_factory.mktemp(node)
         salt_node = site.SaltNode(root / "work", node, "unix:///nonexistent.sock", root / "storage",
                                   extra_ccc={"only_roles": ROLES})
         if node == "node1":
-            state_dir = site.sample_ccc(node)["cluster"].get("state_dir") or str(root / "storage" / "shared" / "user_data" / ".ccc-salt")
-            ccc_hostkeys.ensure(str(root / "storage" / "local" / "sshd_data"), state_dir, "box", rsa_bits=1024)
+            store = ccc_hostkeys.store_root(site.node_ccc(node, root / "storage", "unix:///nonexistent.sock")["cluster"])
+            ccc_hostkeys.ensure(str(root / "storage" / "local" / "sshd_data"), store, "box", rsa_bits=1024)
         output, _ = salt_node.salt_call("state.apply", "cluster", "test=True", check=False)
         assert isinstance(output, dict), output
         result[node] = (salt_node, {key.split("_|-")[1]: value for key, value in output.items()})
