@@ -24,9 +24,9 @@ FAKES, each at the narrowest boundary; everything above them is the real code:
   same FakeNvml, except that every call fails once the file NVML_BROKEN exists (a driver that
   stopped answering).
 * **Images** (nothing can be pulled): the forwarder's image ``busybox:1.36.1`` is a stand-in built in
-  the node from ``ccc-test/tiny:1`` (Debian's static busybox). Its ``nc`` speaks the small
-  busybox dialect (``-ll`` for a persistent listener where the busybox image's ``nc`` takes
-  ``-lk``), so the test sets ``ccc:monitoring:forwarder:forward_command`` for it.
+  the node from ``ccc-test/tiny:1`` (Debian's static busybox, the small ``nc`` dialect without
+  ``-k``). The role's default forward command runs unchanged: it uses ``-ll``, which that dialect
+  and the busybox image's (where ``-lk`` is the same) both take.
 * **Prometheus** runs on the host (the binary of Debian's package, unpacked into the cache) inside
   the node's network namespace (``nsenter --net``): there it reaches the node's Docker bridges, as
   the frpc container on the same network would.
@@ -107,8 +107,7 @@ def _pillar(node, monitoring_role=True):
         "docker": {"nvidia_toolkit": {"enabled": False}, "registries": []},
         "agents": node.agents_pillar,
         "monitoring": {"network": NETWORK,
-                       "forwarder": {"enabled": True,
-                                     "forward_command": "nc -ll -p {port} -e nc {address} {target_port}"}},
+                       "forwarder": {"enabled": True}},  # the default image name and command
     }}
 
 

@@ -110,7 +110,7 @@ def test_the_forwarder_publishes_the_originals_scrape_surface_without_secrets():
     assert "secret_env" not in spec
     assert spec["command"][:2] == ["sh", "-c"]
     script = spec["command"][2]
-    assert "nc -lk -p 9100 -e nc 172.30.1.1 9100" in script and "nc -lk -p 9445 -e nc 172.30.1.1 9445" in script
+    assert "nc -ll -p 9100 -e nc 172.30.1.1 9100" in script and "nc -ll -p 9445 -e nc 172.30.1.1 9445" in script
     no_gpu = ccc_monitoring.plan(settings(network="student-restricted", gpu=False), NETWORKS, GPUS, True, 9445)
     assert not any(key.startswith("frp.9445") for key in ccc_monitoring.forwarder_spec(settings(), no_gpu, "gpu1")["labels"])
 
