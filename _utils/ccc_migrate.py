@@ -12,6 +12,7 @@ the report; ``--check`` only prints it. No secret value is ever printed or logge
 import ccc_migrate_check
 import ccc_migrate_cluster
 import ccc_migrate_containers
+import ccc_migrate_guard as guard
 import ccc_migrate_hosts
 import ccc_migrate_inventory as inventory_reader
 import ccc_migrate_markers as markers
@@ -34,16 +35,22 @@ def _map_group_vars(group_vars, report):
     site = {}
     for key in sorted(group_vars, key=lambda k: (k not in FIRST, list(group_vars).index(k))):
         value, source = group_vars[key]
-        if inventory_reader.holds_inline_vault(value):
-            report.not_mapped(source, key, "holds an inline vault value the migration cannot decrypt")
-        elif key in ccc_migrate_containers.HANDLERS:
-            name, handler = ccc_migrate_containers.HANDLERS[key]
-            site[name] = handler(value, report, source)
-        elif key.startswith("ansible_"):
-            report.not_mapped(source, key, "Ansible connection variable")
-        elif not ccc_migrate_cluster.map_var(key, value, site, report, source):
-            report.not_mapped(source, key, "no ccc-salt equivalent")
+        guard.mapped(site, report, source, key, lambda tree: _map_group_var(key, value, source, tree, report))
     return site
+
+
+def _map_group_var(key, value, source, site, report):
+    """One group variable into ``site`` (run by ``guard.mapped``: a value of a shape the mappers
+    cannot read is refused alone)."""
+    if inventory_reader.holds_inline_vault(value):
+        report.not_mapped(source, key, "holds an inline vault value the migration cannot decrypt")
+    elif key in ccc_migrate_containers.HANDLERS:
+        name, handler = ccc_migrate_containers.HANDLERS[key]
+        site[name] = handler(value, report, source)
+    elif key.startswith("ansible_"):
+        report.not_mapped(source, key, "Ansible connection variable")
+    elif not ccc_migrate_cluster.map_var(key, value, site, report, source):
+        report.not_mapped(source, key, "no ccc-salt equivalent")
 
 
 def _image_policy(site, report):

@@ -5,6 +5,7 @@ through the cluster mapping into the node's file (node pillar wins over the site
 """
 
 import ccc_migrate_cluster
+import ccc_migrate_guard as guard
 import ccc_migrate_paths as paths
 
 NETPLAN_KEYS = ("addresses", "dhcp4", "dhcp6", "gateway4", "gateway6", "nameservers", "accept_ra", "routes", "mac", "mtu")
@@ -97,7 +98,8 @@ HANDLERS = {"compute_devices": _compute_devices, "netplan_iface": _netplan, "net
 def map_host(node, found, report, local_points):
     """The node's ``ccc`` tree from its host vars ``{key: (value, source)}``."""
     tree, where = {}, f"nodes/{node}"
-    for key, (value, source) in found.items():
+
+    def map_one(key, value, source, tree):
         if key in HANDLERS:
             HANDLERS[key](value, tree, report, source, where)
         elif key == "zfs_volumes":
@@ -106,4 +108,7 @@ def map_host(node, found, report, local_points):
             report.not_mapped(source, key, "Ansible connection variable: the Salt minion id is the node name")
         elif not ccc_migrate_cluster.map_var(key, value, tree, report, source, where):
             report.not_mapped(source, key, "no ccc-salt equivalent")
+
+    for key, (value, source) in found.items():
+        guard.mapped(tree, report, source, key, lambda scratch: map_one(key, value, source, scratch))
     return tree

@@ -19,6 +19,7 @@ REASON = ("holds template syntax ({{, {% or {#) at {where}: an inventory is data
           "Jinja on the master; left out (write it as plain data)")
 SECRET_REASON = ("holds template syntax ({{, {% or {#): left out of ccc:secrets (Ansible templated it too); "
                  "set the value with scripts/ccc-secret")
+NAME_REASON = "is not a variable name (a number or other non-text key in YAML): left out"
 RECORDS = ("deployment_users", "deployment_types")  # mappings of records, refused one by one
 
 
@@ -80,10 +81,13 @@ def _containers(value, source, report):
 
 def variables(found, report):
     """``{key: (value, source)}`` of group or host variables without what holds markers: the
-    data model's records one by one, any other variable as a whole."""
+    data model's records one by one, any other variable as a whole; and without keys that are
+    not text (``NAME_REASON``), which no mapping can name."""
     kept = {}
     for key, (value, source) in found.items():
-        if has_marker(key):
+        if not isinstance(key, str):  # "0: x" in YAML: every mapping step expects a name
+            report.refused(source, name(key), NAME_REASON)
+        elif has_marker(key):
             _refuse(report, source, name(key), ["the variable's name"])
         elif key in RECORDS and isinstance(value, dict):
             kept[key] = (_records(value, key, source, report), source)
