@@ -11,6 +11,9 @@ import subprocess
 
 TIMEOUT = 60  # seconds; a fetch over a slow link included
 ENV = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+# No hook or file-system monitor runs as root from a read or fetch (git's own ownership check
+# already refuses a repository another user owns: its config could name programs to run).
+HARDENING = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 class GitError(Exception):
@@ -21,7 +24,8 @@ def _git(repo, *args, check=True):
     if not os.path.isdir(repo):
         raise GitError(f"{repo}: no such repository")
     try:
-        proc = subprocess.run(["git", "-C", repo, *args], capture_output=True, timeout=TIMEOUT, env=ENV, check=False)
+        proc = subprocess.run(["git", *HARDENING, "-C", repo, *args], capture_output=True, timeout=TIMEOUT, env=ENV,
+                              check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GitError(f"git {args[0]} in {repo}: {exc}") from None
     if check and proc.returncode:
@@ -35,7 +39,8 @@ def resolve(repo, rev):
     proc = _git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", check=False)
     commit = proc.stdout.decode("ascii", "replace").strip()
     if proc.returncode or not commit:
-        raise GitError(f"{repo}: {rev} names no commit")
+        said = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"{repo}: {said[0] if said else f'{rev} names no commit'}")
     return commit
 
 

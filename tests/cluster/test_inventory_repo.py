@@ -18,7 +18,7 @@ from support import site
 
 from .conftest import managed_stacks
 from .test_pillar_watch import _container_ids
-from .test_redeploy import SETTLE, container_attrs, wait_for
+from .test_redeploy import container_attrs, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -61,6 +61,13 @@ def served_ccc(master, node="node1"):
     return {"users": ccc.get("users"), "containers": ccc.get("containers")}
 
 
+def settled(master):
+    """No redeploy or reconcile pending or in flight on the master (``ccc.redeploy_status``)."""
+    record = master.salt_run_cli(timeout=60).run("ccc.redeploy_status").data or {}
+    entries = [*(record.get("stacks") or {}).values(), *(record.get("nodes") or {}).values()]
+    return not any(entry.get("pending") or entry.get("jid") for entry in entries)
+
+
 def env_of(daemon, name):
     attrs = container_attrs(daemon, name)
     return set(attrs["Config"]["Env"]) if attrs and attrs["State"]["Running"] else None
@@ -90,18 +97,21 @@ def test_commits_like_ccc_managers_reach_the_nodes_and_a_refused_commit_changes_
                        "FRP_PORTS": {"TCP": [22], "HTTP": [{"port": 6006, "subdomain": "eva", "pass": "eva-tb-pass"}]},
                        "EXTRA_ENVS": {"CONDA_PLUGINS_AUTO_ACCEPT_TOS": "yes"}, "INSTALL_PACKAGES": "htop"})
         second = commit(inventory_repo, files(new_users, edited), "ccc-manager: add eva-main, disable bor-main")
+        committed = time.monotonic()
         assert wait_for(lambda: "CONDA_PLUGINS_AUTO_ACCEPT_TOS=yes" in (env_of(node1, "eva-main") or ()),
                         timeout=REACH_TIMEOUT, interval=0.5), \
             f"a new container committed to the inventory did not reach node1: {report(master)}"
+        print(f"ccc-manager commit -> new container running on node1: {time.monotonic() - committed:.1f} s")
         assert wait_for(lambda: "WANDB_MODE=offline" in (env_of(node1, "ana-main") or ()),
                         timeout=REACH_TIMEOUT, interval=0.5), "the changed EXTRA_ENVS did not reach ana-main"
         assert wait_for(lambda: "bor-main" not in managed_stacks(node1) | managed_stacks(node2),
                         timeout=REACH_TIMEOUT, interval=0.5), "the disabled container still runs"
+        print(f"ccc-manager commit -> all three changes on the nodes: {time.monotonic() - committed:.1f} s")
         assert report(master)["revision"] == second
 
         # A commit the mapping refuses: template syntax in one container (with another change to
         # it), then YAML that does not parse. Nothing changes; the report names both.
-        time.sleep(SETTLE)  # the redeploys of the commit before are over
+        assert wait_for(lambda: settled(master), timeout=REACH_TIMEOUT, interval=1)  # the commit's redeploys are over
         before_ids = wait_for(lambda: _container_ids(dockerds), interval=0.5)
         before_pillar = served_ccc(master)
         attacked = [dict(entry) for entry in edited]

@@ -229,3 +229,12 @@ def test_the_pillar_watch_watches_the_inventory_pillars_stored_result_and_no_oth
     assert not ccc_inventory_state.write(str(tmp_path), {"revision": "a" * 40, "served": {}})  # unchanged: untouched
     assert ccc_pillar_watch.tree_fingerprint(ccc_pillar_watch.watched_roots(with_inventory)) != before
     assert ccc_pillar_watch.watched_roots(dict(opts, ext_pillar=[{"ccc_inventory": {}}, {"cmd_yaml": "x"}])) is None
+
+
+def test_a_repository_another_user_owns_is_not_read(repo):
+    """Its config could name programs for root's git to run (fsmonitor, hooks): git's ownership
+    check refuses it, and the runner reports that instead of serving anything from it."""
+    repo.commit(BASE_USERS, BASE_CONTAINERS)
+    subprocess.run(["chown", "-R", "12345:12345", str(repo.path)], check=True)
+    with pytest.raises(git.GitError, match="dubious ownership"):
+        git.resolve(str(repo.path), "HEAD")
