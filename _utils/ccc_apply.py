@@ -159,7 +159,8 @@ def _run(client, cluster, node, resolution, attrs, test):
     changes = {"directories": created_dirs} if created_dirs else {}
     ccc_feedback.store_settings(resolution, owner, changes)
     try:
-        outcome = ccc_swap.run(client, spec, attrs, changes, retry_since=_settings_since(resolution))
+        outcome = ccc_swap.run(client, spec, attrs, changes, retry_since=_settings_since(resolution),
+                               image_id=resolution.get("image_id"))
     except ccc_engine.docker.errors.APIError as exc:
         message = f"Docker refused the container, nothing was changed: {exc.explanation or exc}"
         resolution = dict(resolution, user_messages=resolution["user_messages"] + [message])
@@ -230,7 +231,9 @@ def _test_run(resolution, spec, attrs):
         changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
     elif ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) != spec["labels"][ccc_rules.SPEC_HASH_LABEL]:
         changes["recreated"] = ccc_engine.spec_diff(ccc_engine.spec_of_container(attrs), spec)
-    elif not ccc_engine.running(attrs):
+    if attrs is not None and ccc_swap.image_update(attrs, resolution.get("image_id")):
+        changes["image_updated"] = ccc_swap.image_update(attrs, resolution.get("image_id"))
+    elif attrs is not None and not changes and not ccc_engine.running(attrs):
         changes["started"] = True
     joining = ccc_swarm_engine.would_join(resolution, attrs)
     if joining:

@@ -60,7 +60,9 @@ def _image_policy(site, report):
     images += [u.get("CONTAINER_IMAGE") for u in (site.get("users") or {}).values()]
     prefixes = {DEFAULT_IMAGE_PREFIX} | {image.rsplit(":", 1)[0] + ":" for image in images if isinstance(image, str)}
     registries = paths.get(site, "docker:registries") or []
-    paths.put(site, "cluster:image_policy", {"allowed_prefixes": sorted(prefixes),
+    # compute_container_image_pull_always (mapped to pull before) defaulted to true in the original
+    pull = paths.get(site, "cluster:image_policy:pull", "always")
+    paths.put(site, "cluster:image_policy", {"allowed_prefixes": sorted(prefixes), "pull": pull,
                                              "credentialed_prefixes": [f"{host}/" for host in registries]})
     report.changed("deployment_containers", "CONTAINER_IMAGE (every image)", paths.shown("cluster:image_policy"),
                    "the original ran any image a user named; users may now name images under the admins' image "

@@ -51,12 +51,17 @@ SIMPLE = {
     "portainer_agent_name": "docker:portainer_agent:name",
     "portainer_agent_publish_ip": "docker:portainer_agent:publish_ip",
     "portainer_agent_publish_port": "docker:portainer_agent:publish_port",
+    "portainer_ui_name": "docker:portainer_ui:name",
+    "portainer_ui_image": "docker:portainer_ui:image",
+    "portainer_ui_storage_path": "docker:portainer_ui:storage_path",
+    "portainer_ui_publish_port": "docker:portainer_ui:publish_port",
 }
 # original on/off variable -> role
 SWITCHES = {
     "nvidia_enabled": "nvidia", "docker_swarm_enabled": "swarm", "patroller_enabled": "patroller",
     "superfan_gpu_enabled": "superfan_gpu", "monitoring_agent_enabled": "monitoring_agent", "zfs_enabled": "zfs",
     "portainer_agent": "docker:portainer_agent:enabled",
+    "portainer_ui": "docker:portainer_ui:enabled",
 }
 NOT_MAPPED = {
     "docker_version": "ccc-salt installs Debian's docker.io; to keep Docker CE set ccc:docker:repositories, "
@@ -66,12 +71,11 @@ NOT_MAPPED = {
     "patroller_publish_ip": "stale in the original (no role read it)",
     "fail2ban_enabled": "unused in the original; ccc:roles:fail2ban switches the role",
     "mellanox_enabled": "the mellanox role runs only when ccc:only_roles names it, as the original's mellanox-driver",
-    "compute_container_image_pull_always": "ccc-salt never re-pulls a present image (difference image-pull)",
     "inotify_sysctl_file": "ccc-salt writes /etc/sysctl.d/60-ccc-inotify.conf",
     "cachefilesd_start_time": "systemd starts cachefilesd", "cachefilesd_die_time": "systemd stops cachefilesd",
 }
 NIGHTWATCH = "there is no nightwatch: the settings beacon and the master's reactor redeploy (README, docs/migration.md)"
-PORTAINER_UI = "ccc-salt runs only the Portainer agent; run the Portainer server outside the cluster roles"
+PORTAINER_UI = "not a setting of the original's portainer role"
 
 
 def map_var(key, value, tree, report, source, where="site"):
@@ -100,9 +104,28 @@ def map_var(key, value, tree, report, source, where="site"):
 
 
 def _cachefilesd_state(value, tree, report, source, where):
-    paths.put(tree, "roles:cachefilesd", value != "stopped")
-    report.changed(source, "cachefilesd_state", paths.shown("roles:cachefilesd", where),
-                   f"{value!r} becomes the role switch {value != 'stopped'}")
+    paths.put(tree, "roles:cachefilesd", True)
+    paths.put(tree, "cachefilesd:state", "stopped" if value == "stopped" else "started")
+    report.mapped(source, "cachefilesd_state", paths.shown("cachefilesd:state", where))
+
+
+def _pull_always(value, tree, report, source, where):
+    mode = "always" if value else "missing"
+    paths.put(tree, "cluster:image_policy:pull", mode)
+    report.changed(source, "compute_container_image_pull_always", paths.shown("cluster:image_policy:pull", where),
+                   f"{value!r} becomes {mode!r}; 'always' recreates a container only when its image's id changed")
+
+
+def _ui_publish_ip(value, tree, report, source, where):
+    paths.put(tree, "docker:portainer_ui:publish_ip", value)
+    report.changed(source, "portainer_ui_publish_ip", paths.shown("docker:portainer_ui:publish_ip", where),
+                   "the UI is published on this address (the original used portainer_agent_publish_ip for it)")
+
+
+def _ui_network(value, tree, report, source, where):
+    network = None if value in (None, "", "bridge", "default") else value
+    paths.put(tree, "docker:portainer_ui:network", network)
+    report.mapped(source, "portainer_ui_network", paths.shown("docker:portainer_ui:network", where))
 
 
 def _ignoreip(value, tree, report, source, where):
@@ -122,5 +145,7 @@ def _apps(value, tree, report, source, where):
 
 
 HANDLERS = {"cachefilesd_state": _cachefilesd_state, "fail2ban_sshd_ignoreip": _ignoreip,
+            "compute_container_image_pull_always": _pull_always, "portainer_ui_publish_ip": _ui_publish_ip,
+            "portainer_ui_network": _ui_network,
             "compute_container_apps": _apps, **networks.HANDLERS}
 

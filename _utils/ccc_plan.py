@@ -59,10 +59,21 @@ def node_facts(ccc, minion_id, clients, pull=True, fetch=True):
         compute_devices=node["compute_devices"],
         docker_gid=docker_gid,
         host_timezone_files=[p for p in ("/etc/timezone", "/etc/localtime") if os.path.exists(p)],
-        image_lookup=ccc_images.ImageLookup(clients, pull),
+        image_lookup=_image_lookup(cluster, clients, pull),
         github_keys=ccc_keys.github_keys_for(cluster["github_keys_url"], fetch,
                                              os.path.join(node["state_dir"], "github-keys")),
     )
+
+
+def _image_lookup(cluster, clients, pull):
+    """Image lookups under ``ccc:cluster:image_policy:pull``; a bad value holds every container
+    with the reason (nothing is pulled or recreated) instead of failing the whole run."""
+    try:
+        mode = ccc_images.pull_mode(cluster.get("image_policy"))
+    except ValueError as exc:
+        message = str(exc)
+        return lambda ref, credentials: (None, message)
+    return ccc_images.ImageLookup(clients, pull, mode)
 
 
 def read_inputs(ccc, minion_id, clients, pull=False, notices=None):

@@ -419,7 +419,7 @@ def _choose_image(cluster, record, settings, facts, result, errors):
         credentialed = any(wanted.startswith(p) for p in cluster["image_policy"].get("credentialed_prefixes") or [])
         info, error = facts.image_lookup(wanted, credentialed)
         if info is not None:
-            return wanted, info
+            return wanted, _image_checked(result, wanted, info)
         result["user_messages"].append(
             f"IMAGE ERROR: cannot use {ccc_quote.quote_value(wanted)} ({ccc_quote.clip_text(error, ccc_quote.ERROR_CHARS)});"
             f" the default image {ccc_quote.quote_value(admin_image)} is used instead."
@@ -428,7 +428,19 @@ def _choose_image(cluster, record, settings, facts, result, errors):
     if info is None:
         errors.append(f"{record['STACK_NAME']}: the admin image {ccc_quote.quote_value(admin_image)} is not available:"
                       f" {ccc_quote.clip_text(error, ccc_quote.ERROR_CHARS)}")
-    return admin_image, info
+        return admin_image, info
+    return admin_image, _image_checked(result, admin_image, info)
+
+
+def _image_checked(result, ref, info):
+    """Under ``image_policy:pull: always`` the apply compares the container's image with the id
+    the tag has now (``image_id``); a re-pull that failed is a note for the admin."""
+    if info.get("current_id"):
+        result["image_id"] = info["current_id"]
+    if info.get("current_id") and info.get("note"):
+        result["notes"].append(f"image {ccc_quote.quote_value(ref)} "
+                               f"{ccc_quote.clip_text(info['note'], ccc_quote.ERROR_CHARS)}")
+    return info
 
 
 def frp_labels(frp_ports, email, user_name, node):

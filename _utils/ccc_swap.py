@@ -13,6 +13,7 @@ lost and ``.ccc-new``/``.ccc-old`` never outlive an apply.
 import logging
 
 import ccc_engine
+import ccc_images
 import ccc_node_record
 import ccc_problems
 import ccc_rules
@@ -92,7 +93,7 @@ def with_settled(result, settled, test):
                 result=None if test and result["result"] is True else result["result"])
 
 
-def run(client, spec, attrs, changes, retry_since=0):
+def run(client, spec, attrs, changes, retry_since=0, image_id=None):
     """
     Make the container ``spec["name"]`` run ``spec`` (``attrs``: the settled current one, or
     None): start it or reattach networks when its spec hash matches, else create it or swap in
@@ -100,8 +101,13 @@ def run(client, spec, attrs, changes, retry_since=0):
     Raises ``docker.errors.APIError`` when Docker refuses, with the old container running as before.
     A container with the same spec that crashed stays as it is (``ccc_problems.leave_stopped``;
     ``retry_since``: when the user last saved the settings file, which asks for one more start).
+    ``image_id``: the id the image's tag has now (``image_policy:pull: always``); a container
+    that runs another id is recreated too, and the sentence says which ids.
     """
-    if attrs is not None and ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) == spec["labels"][ccc_rules.SPEC_HASH_LABEL]:
+    updated = image_update(attrs, image_id)
+    same = attrs is not None and \
+        ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) == spec["labels"][ccc_rules.SPEC_HASH_LABEL]
+    if same and not updated:
         return _refresh(client, spec, attrs, changes, retry_since)
     new_name = ccc_node_record.swap_names(spec["name"])[0]  # no leftovers: ``settle`` ran first
     created = ccc_engine.create_recorded(client, new_name, spec)
@@ -121,8 +127,22 @@ def run(client, spec, attrs, changes, retry_since=0):
         changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
         return "created and started"
     _swap(client, spec["name"], created, attrs)
+    if updated:
+        changes["image_updated"] = updated
+    if same:
+        return f"recreated: image updated: {updated['old']} -> {updated['new']}"
     changes["recreated"] = ccc_engine.spec_diff(ccc_engine.spec_of_container(attrs), spec)
+    if updated:
+        return f"recreated with the new settings; image updated: {updated['old']} -> {updated['new']}"
     return "recreated with the new settings"
+
+
+def image_update(attrs, image_id):
+    """``{"old", "new"}`` short image ids when the container ``attrs`` runs another image than
+    ``image_id`` (the tag's id now), else None."""
+    if attrs is None or not image_id or attrs.get("Image") == image_id:
+        return None
+    return {"old": ccc_images.short_id(attrs.get("Image")), "new": ccc_images.short_id(image_id)}
 
 
 def _refresh(client, spec, attrs, changes, retry_since=0):

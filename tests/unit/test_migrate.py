@@ -100,6 +100,8 @@ def test_cluster_variables_map_to_the_cluster_pillar_and_the_roles(migrated):
     assert cluster["image_policy"]["allowed_prefixes"] == [
         "registry.lab.example.org/ccc/bor-env:", "vicoslab/ccc:"]
     assert cluster["image_policy"]["credentialed_prefixes"] == ["registry.lab.example.org/"]
+    assert cluster["image_policy"]["pull"] == "always"  # compute_container_image_pull_always: true
+    assert site["cachefilesd"]["state"] == "started"
     assert site["nfs_storage"]["mounts"]["user_data"] == {"source": "nas.lab.example.org:/export/home", "options": ["auto"]}
     assert set(site["nfs_storage"]["mounts"]) == {"user_data", "group_data", "apps_data", "dataset_data", "private_data"}
     assert site["frp_client"]["networks"][1] == {"network": "student-restricted",
