@@ -4,7 +4,9 @@ host PID namespace, not privileged, the node's GPUs from its device groups, FRP 
 placeholders only, log limits), a compute container on the claims network resolves ``claims``
 and ``reservation`` and reaches the API by name, a second apply changes nothing, the web UI's
 data is never truncated, and ``ccc:roles:patroller: absent`` removes both containers and keeps
-the web UI's folder.
+the web UI's folder. Patroller never gets docker.sock: from inside the claims container, the
+calls it makes (ping, version, the container list and inspect) pass its own proxy, every write
+or leaking read is answered 403 and changes nothing (``docker_api_support``).
 
 Stand-ins and fakes (nothing can be pulled, the machine has no GPU):
 
@@ -26,6 +28,8 @@ import subprocess
 import pytest
 
 from support.sysnode import failed as _failed
+
+from . import docker_api_support as api
 
 pytestmark = pytest.mark.docker
 
@@ -123,7 +127,7 @@ def test_the_claims_container_runs_as_configured(node, first):
         "PATROLLER_LEASE": "45"}
     host = claims["HostConfig"]
     assert host["PidMode"] == "host" and host["Privileged"] is False
-    assert host["Binds"] == ["/var/run/docker.sock:/var/run/docker.sock:ro"]
+    assert host["Binds"] == ["/run/ccc-docker-api/claims.sock:/var/run/docker.sock:ro"]
     assert host["RestartPolicy"]["Name"] == "always"
     assert host["LogConfig"] == {"Type": "json-file", "Config": {"max-size": "10m", "max-file": "5", "compress": "true"}}
     assert [(r["Driver"], r["Count"], r["DeviceIDs"], r["Capabilities"]) for r in host["DeviceRequests"]] == [
@@ -139,6 +143,18 @@ def test_the_claims_container_runs_as_configured(node, first):
         "frp.80.http.password": "{{ .Envs.FRP_CCC_MONITOR_PASSWORD }}"}
     shown = json.dumps([claims, _inspect(node, "patroller-webui")])
     assert "monitor-pass-5e1d" not in shown and "webui-pass-31c9" not in shown
+
+
+def test_patroller_reads_containers_through_its_proxy_and_nothing_else(node, first):
+    api.assert_no_engine_socket(node, "claims")
+    webui = _inspect(node, "patroller-webui")["Id"]
+    answers = api.assert_needs_pass(node, "claims", [
+        ("HEAD", "/_ping"), ("GET", "/version"), ("GET", "/v1.41/containers/json"),
+        ("GET", f"/v1.41/containers/{webui}/json")])
+    assert answers[2]["body"].startswith('[{"Id":"') and answers[3]["body"].startswith('{"Id":"' + webui)
+    api.assert_attacks_refused(node, "claims", webui)
+    for path in ("/v1.41/info", "/v1.41/networks", "/v1.41/events"):  # frpc's, not Patroller's
+        assert api.probe(node, "claims", [("GET", path, None)])[0]["status"] == 403
 
 
 def test_docker_hands_the_process_exactly_the_nodes_gpus(node, first):
@@ -226,9 +242,12 @@ def test_role_absent_removes_both_containers_and_keeps_the_data(node, first):
     node.write_pillar("site/nodes/patroller.sls", json.dumps(_pillar(role="absent")))
     states = _apply(node)
     assert _failed(states) == {}
-    assert states["ccc-cluster-patroller-clean-claims-container"]["changes"] == {"removed": "claims"}
+    assert states["ccc-cluster-patroller-clean-claims-container"]["changes"] == {
+        "removed": "claims", "docker api proxy removed": "ccc-docker-api@claims.socket"}
     assert states["ccc-cluster-patroller-clean-webui-container"]["changes"] == {"removed": "patroller-webui"}
     assert node.exec("docker ps -a --format '{{.Names}}'").stdout.split() == []
+    assert states["ccc-cluster-patroller-clean-claims-container"]["comment"] == "claims removed"
+    assert node.exec("ls -A /etc/ccc-docker-api; ls -A /run/ccc-docker-api", check=False).stdout.split() == []
     assert "claims history" in node.exec(["cat", f"{STORAGE}/occupancy_data.parquet"]).stdout
     again = _apply(node)
     assert {key: value["changes"] for key, value in again.items() if value["changes"]} == {}
