@@ -101,9 +101,10 @@ def test_a_settings_file_dated_2100_decides_nothing_about_moves(master, minions,
     path = settings_dir(cluster_storage, "ana.novak@example.org") / f"{JUPYTER}.yml"
     report = path.parent / f"{JUPYTER}.deploy"
     assert wait_for(lambda: _copies(dockerds) == {"node1"}, timeout=60)
-    windows = []
+    windows, held = [], []
     for new, old in (("node2", "node1"), ("node1", "node2"), ("node2", "node1")):
         windows.append(_move(dockerds, path, new, old))
+        held.append(re.search(r"so this one waited (\d+) s", report.read_text()))
         for _ in range(10):  # it stays moved: no copy comes back on the old node
             assert _copies(dockerds) == {new}
             time.sleep(0.5)
@@ -111,7 +112,8 @@ def test_a_settings_file_dated_2100_decides_nothing_about_moves(master, minions,
         assert "has not started it yet" not in text and "still running on" not in text, text
         assert f"moved to {new} (running on {new}); the copy on {old} was removed" in text or \
             (f"node: {new}" in text and "NOT deployed" not in text), text
-    print(f"move windows with the settings file dated 2100: {', '.join(f'{w:.1f}' for w in windows)} s")
+    print(f"move windows with the settings file dated 2100: {', '.join(f'{w:.1f}' for w in windows)} s; "
+          f"held by the user's rate limit: {', '.join(f'{h.group(1)} s' if h else 'no' for h in held)}")
     assert max(windows) < MOVE_WINDOW
 
     path.write_text(f"{JUPYTER}: {{}}\n")  # back to the sample site's node1 for the other tests
