@@ -286,8 +286,12 @@ def remove_orphans(test=False):
         removed = ccc_orphans.remove(_clients(node)(), known, test=test, max_share=max_share,
                                      force=ccc_rules.truthy(__pillar__.get("ccc_force_orphans")),
                                      pillar_errors=__pillar__.get("_errors"))
-    if removed.get("orphans") and ccc_swarm.role_on(ccc) and ccc_swarm.is_leader(ccc.get("swarm") or {}, __grains__["id"]):
-        _prune_overlays(ccc, node, test)  # their overlays, now that nothing of them is here
+    if removed.get("orphans") and removed.get("refused") is None and ccc_swarm.role_on(ccc):
+        if ccc_swarm.is_leader(ccc.get("swarm") or {}, __grains__["id"]):
+            _prune_overlays(ccc, node, test)  # their overlays, now that nothing of them is here
+        elif not test:
+            for stack in removed["orphans"]:  # the leader removes the overlay as this endpoint leaves
+                _send(ccc_swarm.EVENT_OVERLAY_RELEASED, stack)
     return removed
 
 

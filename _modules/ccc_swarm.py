@@ -100,9 +100,12 @@ def _token(manager):
 
 def overlays(settings=None, test=False):
     """
-    On the leader: an overlay for every stack that may run on a swarm node, and this role's
-    overlays of stacks gone (or DISABLED) removed once nothing uses them. Elsewhere nothing.
-    Returns ``{"created", "removed", "in use", "leader"}``.
+    On the leader: an (encrypted) overlay for every stack that may run on a swarm node, and this
+    role's overlays of stacks gone (or DISABLED) removed once nothing uses them (waiting a little
+    for other nodes' endpoints that are leaving). An unencrypted overlay of a wanted stack is made
+    again, encrypted, once nothing uses it. Elsewhere nothing. Returns ``{"created", "removed",
+    "in use", "encrypted", "unencrypted", "leader"}`` (encrypted: made again with encryption;
+    unencrypted: still without, in use).
 
     CLI Example:
 
@@ -111,7 +114,7 @@ def overlays(settings=None, test=False):
         salt-call ccc_swarm.overlays test=True
     """
     settings = _settings(settings)
-    done = {"created": [], "removed": [], "in use": [], "leader": settings["leader"]}
+    done = {"created": [], "removed": [], "in use": [], "encrypted": [], "unencrypted": [], "leader": settings["leader"]}
     if not ccc_swarm.is_leader(settings, __grains__["id"]):
         return done
     wanted = ccc_swarm.wanted_stacks(ccc_pillar.pillar_ccc(__pillar__), settings)
@@ -122,9 +125,16 @@ def overlays(settings=None, test=False):
                 done["created"] = [ccc_swarm.overlay_name(stack) for stack in wanted]
                 return done  # the swarm is initialised first in a real run
             raise CommandExecutionError("this node is not in an active swarm: no overlays can be made")
+        encrypted = ccc_swarm.encrypted(settings)
         for stack in wanted:
-            if ccc_swarm_engine.ensure_overlay(client, stack, state_dir, test=test) == "created":
+            if ccc_swarm_engine.ensure_overlay(client, stack, state_dir, test=test, encrypted=encrypted) == "created":
                 done["created"].append(ccc_swarm.overlay_name(stack))
+                continue
+            if not encrypted:
+                continue
+            status = ccc_swarm_engine.encrypt(client, stack, state_dir, test=test)
+            if status in ("recreated", "in use"):
+                done["encrypted" if status == "recreated" else "unencrypted"].append(ccc_swarm.overlay_name(stack))
         done.update(ccc_swarm_engine.prune(client, wanted, test=test))
     return done
 
@@ -146,7 +156,7 @@ def overlay_present(stack, settings=None):
     if stack not in ccc_swarm.wanted_stacks(ccc_pillar.pillar_ccc(__pillar__), settings):
         raise CommandExecutionError(f"{stack!r} is no active stack of the pillar that may run on a swarm node")
     with ccc_engine.session(_node(), CommandExecutionError) as client:
-        return ccc_swarm_engine.ensure_overlay(client, stack, _node()["state_dir"])
+        return ccc_swarm_engine.ensure_overlay(client, stack, _node()["state_dir"], encrypted=ccc_swarm.encrypted(settings))
 
 
 def leave(settings=None, test=False):

@@ -362,6 +362,28 @@ def swarm_overlay(stack):
     return ccc_swarm.overlay_needed(stack, ccc_swarm.leader_of(master.cccs()), on_leader, redeploy)
 
 
+def swarm_overlay_released(stack):
+    """
+    A node removed a container of ``stack``, which left pillar (event
+    ``ccc/swarm/overlay_released``): the leader removes the stack's overlay now that the node's
+    endpoint is leaving it (``ccc_swarm.overlays``, which waits for it), not at its next apply.
+    The rules are ``ccc_swarm.overlay_released``.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-run ccc.swarm_overlay_released ana-old
+    """
+    master = _Master()
+
+    def prune_on_leader(leader):
+        returns = master.client().cmd(leader, "ccc_swarm.overlays", arg=[], timeout=120, full_return=True)
+        return ccc_swarm.leader_answer(leader, returns)
+
+    return ccc_swarm.overlay_released(stack, ccc_swarm.leader_of(master.cccs()), prune_on_leader)
+
+
 def active_users(tgt="*", tgt_type="glob", timeout=30):
     """
     Who has live SSH sessions in which container: asks the targeted nodes

@@ -48,10 +48,15 @@ def overlays(name, settings):
         return ccc_state_ret.result(name, False, {}, str(exc))
     if done["leader"] != __grains__["id"]:
         return ccc_state_ret.result(name, True, {}, f"overlays are created by the swarm leader {done['leader']}")
-    changes = {key: done[key] for key in ("created", "removed") if done[key]}
+    changes = {key: done[key] for key in ("created", "removed", "encrypted") if done.get(key)}
     parts = [f"{'would be ' if test else ''}{key}: {', '.join(done[key])}" for key in ("created", "removed") if done[key]]
+    if done.get("encrypted"):
+        parts.append(f"{'would be ' if test else ''}made again encrypted: {', '.join(done['encrypted'])}")
     if done["in use"]:
         parts.append(f"kept while containers use them: {', '.join(done['in use'])}")
+    if done.get("unencrypted"):
+        parts.append(f"not encrypted (made before ccc-salt encrypted overlays), made again encrypted once no "
+                     f"container uses them: {', '.join(done['unencrypted'])}")
     comment = "stack overlays " + ("; ".join(parts) if parts else "as wanted")
     return ccc_state_ret.result(name, None if (test and changes) else True, changes, comment)
 

@@ -21,6 +21,10 @@ OVERLAY_PREFIX = "overlay-"
 OVERLAY_LABEL = "ccc.swarm-overlay"
 TOKEN_SECRETS = {True: ("swarm", "manager_token"), False: ("swarm", "worker_token")}
 EVENT_OVERLAY_NEEDED = "ccc/swarm/overlay_needed"
+# Sent by a node that removed a container of a stack that left pillar: the leader removes the
+# stack's overlay now that this node's endpoint is leaving it (not at its next unrelated apply).
+EVENT_OVERLAY_RELEASED = "ccc/swarm/overlay_released"
+ENCRYPTED_OPTION = "encrypted"
 DEFAULT_PORT = 2377
 
 
@@ -35,11 +39,24 @@ def stack_of_overlay(name, labels):
     return stack if isinstance(stack, str) and name == overlay_name(stack) else None
 
 
-def overlay_definition(stack):
+def overlay_definition(stack, encrypted=True):
     """The ``create_network`` arguments of a stack's overlay: attachable by standalone
-    containers, internal (no way out through it), labelled as ours."""
+    containers, internal (no way out through it), labelled as ours, and encrypted (IPsec between
+    the nodes: a stack's traffic crosses the lab's network, where anyone on it could read it)
+    unless ``ccc:swarm:encrypted`` is false (kernels without ESP)."""
     return {"name": overlay_name(stack), "driver": "overlay", "attachable": True, "internal": True,
-            "check_duplicate": True, "labels": {OVERLAY_LABEL: stack}}
+            "check_duplicate": True, "labels": {OVERLAY_LABEL: stack},
+            "options": {ENCRYPTED_OPTION: ""} if encrypted else {}}
+
+
+def encrypted(settings):
+    """``ccc:swarm:encrypted`` (default true): whether the stacks' overlays are made encrypted."""
+    return (settings or {}).get("encrypted", True) is not False
+
+
+def is_encrypted(network):
+    """Whether an overlay (a network summary or inspect) was made with the ``encrypted`` option."""
+    return ENCRYPTED_OPTION in ((network or {}).get("Options") or {})
 
 
 def settings_errors(settings):
@@ -53,6 +70,8 @@ def settings_errors(settings):
         value = settings.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip() or " " in value):
             errors.append(f"ccc:swarm:{key} must be an address (host or host:port), got {value!r}")
+    if not isinstance(settings.get("encrypted", True), bool):
+        errors.append(f"ccc:swarm:encrypted must be true or false, got {settings.get('encrypted')!r}")
     nodes = settings.get("nodes")
     if not (isinstance(nodes, list) and all(isinstance(node, str) for node in nodes)):
         errors.append(f"ccc:swarm:nodes must be a list of node names (empty: every node), got {nodes!r}")
@@ -157,7 +176,8 @@ def attachment(stack, node_name, fact):
     """
     if not (fact or {}).get("active"):
         return None
-    return {"stack": stack, "network": overlay_name(stack), "alias": node_name, "creator": bool(fact.get("creator"))}
+    return {"stack": stack, "network": overlay_name(stack), "alias": node_name, "creator": bool(fact.get("creator")),
+            "encrypted": fact.get("encrypted", True) is not False}
 
 
 def role_on(ccc):
@@ -198,6 +218,23 @@ def overlay_needed(stack, leader, create_on_leader, redeploy):
     except Exception as exc:  # noqa: BLE001 - reported to the caller; the next apply asks again
         return {"stack": stack, "leader": leader, "error": f"the leader could not create {overlay_name(stack)}: {exc}"}
     return {"stack": stack, "leader": leader, "overlay": created, "redeploy": redeploy(stack)}
+
+
+def overlay_released(stack, leader, prune_on_leader):
+    """
+    The master's answer to ``ccc/swarm/overlay_released`` (a node removed a container of a stack
+    that left pillar): the leader removes the overlays nothing wants any more
+    (``prune_on_leader(leader)`` -> its return, raising on failure), waiting the moment the
+    node's endpoint needs to leave. ``stack`` comes from minion-supplied event data: checked here.
+    """
+    if not ccc_rules.is_stack_name(stack):
+        return {"stack": stack, "error": "not a STACK_NAME"}
+    if not leader:
+        return {"stack": stack, "error": "no ccc:swarm:leader in the cached pillar of any minion"}
+    try:
+        return {"stack": stack, "leader": leader, "overlays": prune_on_leader(leader)}
+    except Exception as exc:  # noqa: BLE001 - reported to the caller; the leader's next apply prunes
+        return {"stack": stack, "leader": leader, "error": f"the leader could not remove {overlay_name(stack)}: {exc}"}
 
 
 def leader_of(cccs):

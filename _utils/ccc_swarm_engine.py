@@ -8,17 +8,28 @@ root-only state dir, so the leader's own concurrent runs (a cluster apply, a con
 master's request) make one network; a name that exists already counts as made. An overlay is
 removed only when it carries this role's label, and only by Docker's own refusal-free path:
 a network something is attached to (here or on another node) is refused and kept.
+
+A container another node removed leaves the overlay a moment later (the manager drops its
+attachment asynchronously), so a removal Docker refuses while no container of this node is
+attached is retried for up to ``RELEASE_WAIT`` seconds: the overlay goes as soon as the last
+endpoint has left, not at some later apply. Overlays are made encrypted; an older unencrypted one
+of a wanted stack is made again, encrypted, once nothing uses it (``encrypt``).
 """
 
 import contextlib
 import fcntl
 import os
+import time
 
 import ccc_engine
 import ccc_secrets
 import ccc_swarm
 
 LOCK_NAME = "swarm-overlays.lock"
+# How long the leader waits for other nodes' endpoints to leave an overlay it removes, and how
+# often it asks Docker again meanwhile.
+RELEASE_WAIT = 30.0
+RELEASE_POLL = 0.5
 
 
 def swarm_info(client):
@@ -36,7 +47,8 @@ def engine_fact(client, settings, node_id):
         swarm = swarm_info(client)
     except Exception as exc:  # noqa: BLE001 - the deploy reports the engine; the overlay just waits
         return {"active": False, "creator": False, "error": str(exc)}
-    return {"active": swarm.get("LocalNodeState") == "active", "creator": ccc_swarm.is_leader(settings, node_id)}
+    return {"active": swarm.get("LocalNodeState") == "active", "creator": ccc_swarm.is_leader(settings, node_id),
+            "encrypted": ccc_swarm.encrypted(settings)}
 
 
 def init(client, settings):
@@ -89,7 +101,7 @@ def ours(client):
     return found
 
 
-def ensure_overlay(client, stack, state_dir, test=False):
+def ensure_overlay(client, stack, state_dir, test=False, encrypted=True):
     """Create the stack's overlay unless it exists; ``"present"``, ``"created"`` (or would be)."""
     if find_overlay(client, stack) is not None:
         return "present"
@@ -99,7 +111,7 @@ def ensure_overlay(client, stack, state_dir, test=False):
         if find_overlay(client, stack) is not None:
             return "present"
         try:
-            client.api.create_network(**ccc_swarm.overlay_definition(stack))
+            client.api.create_network(**ccc_swarm.overlay_definition(stack, encrypted))
         except ccc_engine.docker.errors.APIError as exc:
             if "already exists" in str(exc.explanation or exc):
                 return "present"
@@ -107,9 +119,18 @@ def ensure_overlay(client, stack, state_dir, test=False):
     return "created"
 
 
-def remove_overlay(client, stack, test=False):
+def _attached_here(client, net):
+    """Whether a container of this node is attached to ``net`` (then it really is in use)."""
+    try:
+        return bool(client.api.inspect_network(net["Id"]).get("Containers"))
+    except ccc_engine.docker.errors.NotFound:
+        return False
+
+
+def remove_overlay(client, stack, test=False, wait=RELEASE_WAIT, clock=time.monotonic, sleep=time.sleep):
     """Remove the stack's overlay if it is ours and nothing uses it: ``"removed"`` (or would be),
-    ``"in use"`` (Docker refused: attached here or on another node), ``"absent"``, ``"foreign"``."""
+    ``"in use"`` (Docker refused: attached here, or on another node for longer than ``wait``
+    seconds), ``"absent"``, ``"foreign"``."""
     net = find_overlay(client, stack)
     if net is None:
         return "absent"
@@ -117,13 +138,40 @@ def remove_overlay(client, stack, test=False):
         return "foreign"
     if test:
         return "removed"
-    try:
-        client.api.remove_network(net["Id"])
-    except ccc_engine.docker.errors.NotFound:
+    deadline = clock() + wait
+    while True:
+        try:
+            client.api.remove_network(net["Id"])
+            return "removed"
+        except ccc_engine.docker.errors.NotFound:
+            return "absent"
+        except ccc_engine.docker.errors.APIError:
+            if _attached_here(client, net) or clock() >= deadline:
+                return "in use"
+        sleep(RELEASE_POLL)
+
+
+def encrypt(client, stack, state_dir, test=False):
+    """
+    The stack's overlay made again with encryption when it exists without (made by an older
+    ccc-salt or by hand under our label): ``"encrypted"`` (nothing to do), ``"recreated"`` (or
+    would be) once nothing uses it, ``"in use"`` (kept unencrypted until its endpoints are gone;
+    containers keep their connections), ``"absent"``.
+    """
+    net = find_overlay(client, stack)
+    if net is None:
         return "absent"
-    except ccc_engine.docker.errors.APIError:
+    if ccc_swarm.stack_of_overlay(net.get("Name"), net.get("Labels")) != stack:
+        return "foreign"
+    if ccc_swarm.is_encrypted(net):
+        return "encrypted"
+    if test:
+        return "recreated"
+    status = remove_overlay(client, stack, wait=0)
+    if status == "in use":
         return "in use"
-    return "removed"
+    ensure_overlay(client, stack, state_dir, encrypted=True)
+    return "recreated"
 
 
 def _aliases(attrs, network):
@@ -152,7 +200,7 @@ def attach(client, container, overlay, state_dir):
             raise
         if not overlay["creator"]:
             return "pending"
-    ensure_overlay(client, overlay["stack"], state_dir)
+    ensure_overlay(client, overlay["stack"], state_dir, encrypted=overlay.get("encrypted", True))
     client.api.connect_container_to_network(container, network, aliases=[alias])
     return "created"
 

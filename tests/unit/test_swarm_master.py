@@ -1,7 +1,9 @@
 """The master's side of a missing swarm overlay: ``reactor/swarm_overlay_needed.sls`` passes the
 stack of ``ccc/swarm/overlay_needed`` (sent by a node with ``event.send``) to ``ccc.swarm_overlay``
 as data, and the runner has the leader (from the cached pillar) create the overlay, then redeploys
-the stack. Salt's LocalClient is replaced by a recording stand-in (no master runs here)."""
+the stack. Likewise a released overlay (``ccc/swarm/overlay_released``, a node removed a container
+of a stack that left pillar): the leader prunes at once. Salt's LocalClient is replaced by a
+recording stand-in (no master runs here)."""
 
 import pathlib
 
@@ -13,12 +15,12 @@ from support.scripts import load_module
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
-def render_reactor(data):
+def render_reactor(data, name="swarm_overlay_needed"):
     import salt.config
     import salt.utils.templates
 
-    text = (REPO / "reactor" / "swarm_overlay_needed.sls").read_text()
-    context = {"tag": "ccc/swarm/overlay_needed", "data": data, "opts": salt.config.minion_config(None),
+    text = (REPO / "reactor" / f"{name}.sls").read_text()
+    context = {"tag": f"ccc/swarm/{name.split('_', 1)[1]}", "data": data, "opts": salt.config.minion_config(None),
                "saltenv": "base", "sls": "", "grains": {}, "pillar": {}, "salt": {}}
     return yaml.safe_load(salt.utils.templates.render_jinja_tmpl(text, context))
 
@@ -52,10 +54,10 @@ def runner(monkeypatch):
     redeployed = []
     monkeypatch.setattr(module, "redeploy", lambda stack: redeployed.append(stack) or {"stack": stack, "jid": "42"})
 
-    def run(stack, answer):
+    def run(stack, answer, function="swarm_overlay"):
         master = _Master(answer)
         monkeypatch.setattr(module, "_Master", lambda: master)
-        return module.swarm_overlay(stack), master.calls, redeployed
+        return getattr(module, function)(stack), master.calls, redeployed
     return run
 
 
@@ -80,3 +82,20 @@ def test_a_stack_name_from_event_data_is_checked_before_anything_is_asked(runner
     result, calls, redeployed = runner("x: {evil: 1}", {})
     assert result == {"stack": "x: {evil: 1}", "error": "not a STACK_NAME"}
     assert calls == [] and redeployed == []
+
+
+@pytest.mark.parametrize("stack", ["ana-old", "x: {evil: 1}\ny", None])
+def test_the_released_reactor_passes_the_stack_as_data(stack):
+    reaction = render_reactor({"data": {"stack": stack}, "id": "node2"}, "swarm_overlay_released")
+    assert reaction == {"ccc-swarm-overlay-released": {"runner.ccc.swarm_overlay_released": [{"args": [{"stack": stack}]}]}}
+
+
+def test_a_released_overlay_is_pruned_by_the_leader_at_once(runner):
+    pruned = {"created": [], "removed": ["overlay-ana-old"], "in use": [], "leader": "node1"}
+    result, calls, redeployed = runner("ana-old", {"node1": {"ret": pruned, "retcode": 0}}, "swarm_overlay_released")
+    assert calls == [("node1", "ccc_swarm.overlays", [], True)] and redeployed == []
+    assert result == {"stack": "ana-old", "leader": "node1", "overlays": pruned}
+    result, calls, _ = runner("../x", {}, "swarm_overlay_released")
+    assert result == {"stack": "../x", "error": "not a STACK_NAME"} and calls == []
+    result, _, _ = runner("ana-old", {}, "swarm_overlay_released")
+    assert result["error"] == "the leader could not remove overlay-ana-old: node1 did not answer"

@@ -71,10 +71,13 @@ def test_settings_mistakes_are_named_one_per_key():
     assert ccc_swarm.settings_errors(LEADER) == []
 
 
-def test_a_stacks_overlay_is_internal_attachable_and_labelled():
+def test_a_stacks_overlay_is_internal_attachable_labelled_and_encrypted():
     definition = ccc_swarm.overlay_definition("ana-main")
     assert definition == {"name": "overlay-ana-main", "driver": "overlay", "attachable": True, "internal": True,
-                          "check_duplicate": True, "labels": {"ccc.swarm-overlay": "ana-main"}}
+                          "check_duplicate": True, "labels": {"ccc.swarm-overlay": "ana-main"},
+                          "options": {"encrypted": ""}}
+    assert ccc_swarm.is_encrypted({"Options": {"encrypted": ""}})
+    assert not ccc_swarm.is_encrypted({"Options": {}}) and not ccc_swarm.is_encrypted({"Options": None})
     assert ccc_swarm.stack_of_overlay("overlay-ana-main", definition["labels"]) == "ana-main"
     assert ccc_swarm.stack_of_overlay("overlay-ana-main", {}) is None  # not ours: never removed
     assert ccc_swarm.stack_of_overlay("overlay-other", definition["labels"]) is None
@@ -101,8 +104,17 @@ def test_a_container_joins_its_overlay_only_on_an_active_swarm_member():
     assert ccc_swarm.attachment("a-main", "node2", None) is None  # the role is off
     assert ccc_swarm.attachment("a-main", "node2", {"active": False, "creator": False}) is None
     assert ccc_swarm.attachment("a-main", "node2", {"active": True, "creator": False}) == {
-        "stack": "a-main", "network": "overlay-a-main", "alias": "node2", "creator": False}
+        "stack": "a-main", "network": "overlay-a-main", "alias": "node2", "creator": False, "encrypted": True}
     assert ccc_swarm.attachment("a-main", "node1", {"active": True, "creator": True})["creator"] is True
+    assert ccc_swarm.attachment("a-main", "node1", {"active": True, "encrypted": False})["encrypted"] is False
+
+
+def test_overlays_are_encrypted_unless_the_admin_says_the_kernels_cannot():
+    assert ccc_swarm.encrypted({}) and ccc_swarm.encrypted({"encrypted": True})
+    assert not ccc_swarm.encrypted({"encrypted": False})
+    assert ccc_swarm.overlay_definition("a", encrypted=False)["options"] == {}
+    errors = ccc_swarm.settings_errors({"leader": "node1", "manager": False, "nodes": [], "encrypted": "yes"})
+    assert errors == ["ccc:swarm:encrypted must be true or false, got 'yes'"]
 
 
 def test_the_role_switch_is_ccc_roles():
