@@ -88,7 +88,8 @@ def max_window(cluster):
     value = ((cluster or {}).get("moves") or {}).get("max_window", default)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
         return float(value), None
-    return float(default), f"ccc:cluster:moves:max_window must be a number of seconds above 0, got {value!r}; using {default}"
+    return float(default), (f"ccc:cluster:moves:max_window must be a number of seconds above 0, got {value!r}; "
+                            f"using {default}")
 
 
 def _placed_at(marker):

@@ -34,6 +34,7 @@ def test_dating_the_file_does_not_restart_a_crashed_container_on_every_reconcile
     finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 5))  # crashed after the save
     crashed = {"State": {"Status": "exited", "Running": False, "ExitCode": 1, "FinishedAt": finished,
                          "StartedAt": "2026-12-03T11:00:00Z"}, "RestartCount": 0}
-    resolution = {"settings_status": "applied", "paths": {
-        "settings_folder": {"root": str(tmp_path), "parts": ["container-settings"]}, "settings_file": str(folder / "box.yml")}}
+    resolution = {"settings_status": "applied",
+                  "paths": {"settings_folder": {"root": str(tmp_path), "parts": ["container-settings"]},
+                            "settings_file": str(folder / "box.yml")}}
     assert ccc_problems.leave_stopped(crashed, ccc_apply._settings_since(resolution))
