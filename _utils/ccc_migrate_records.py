@@ -103,7 +103,7 @@ class _Decision:
 
 
 def _users(value, source, decision, report):
-    """Map and decide the users; returns the STACK_NAME-independent served users."""
+    """Map and decide the users (before the containers, whose checks read the served users)."""
     usable = {}
     for email, entry in value.items():
         reason = _unusable(entry)
