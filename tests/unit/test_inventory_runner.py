@@ -76,3 +76,31 @@ def test_the_report_names_a_refused_entry_and_the_version_that_stays(master):
     ana = next(entry for entry in compiled(opts)["containers"] if entry["STACK_NAME"] == "ana-main")
     assert ana["SHM_SIZE"] == "2GB" and ana["EXTRA_ENVS"] == {"CONDA_PLUGINS_AUTO_ACCEPT_TOS": "yes"}
     assert "differences" not in shown and runners["ccc_inventory.report"](full=True)["differences"]
+
+
+def test_with_fetch_the_runner_reads_what_ccc_manager_pushed_to_the_labs_server(tmp_path):
+    """The usual setup: ccc-manager pushes to the lab's git server; the master's clone fetches
+    ``origin`` before each read and reads ``origin/main``."""
+    keydir = secrets.demo_keyring(tmp_path / "gpgkeys")
+    manager = Repo(tmp_path / "manager")  # ccc-manager's clone
+    server = tmp_path / "server.git"
+    manager.git("init", "-q", "--bare", str(server))
+    manager.git("remote", "add", "origin", str(server))
+    manager.commit(BASE_USERS, BASE_CONTAINERS)
+    manager.git("push", "-q", "origin", "main")
+    clone = tmp_path / "master-clone"
+    manager.git("clone", "-q", str(server), str(clone))
+    opts = salt.config.master_config("/dev/null")
+    inventory = {"repo": str(clone), "fetch": "origin", "rev": "origin/main"}
+    opts.update(master_config.master_config(site.REPO, gpg_keydir=keydir, inventory=inventory))
+    opts.update(cachedir=str(tmp_path / "cache"), pki_dir=str(tmp_path / "pki"), id="ccc-master")
+    runners = salt.loader.runner(opts, utils=salt.loader.utils(opts))
+    try:
+        assert runners["ccc_inventory.refresh"]()["loaded"] is True
+        added = [*BASE_CONTAINERS, dict(BASE_CONTAINERS[1], STACK_NAME="bor-second", FRP_PORTS={"TCP": [22]})]
+        pushed = manager.commit(containers=added, message="ccc-manager: add bor-second")
+        manager.git("push", "-q", "origin", "main")
+        assert runners["ccc_inventory.refresh"]()["revision"] == pushed
+        assert "bor-second" in [entry["STACK_NAME"] for entry in compiled(opts)["containers"]]
+    finally:
+        secrets.stop_agent(keydir)
