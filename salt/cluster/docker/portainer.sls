@@ -6,7 +6,9 @@
     The agent never gets docker.sock: its own filtering proxy (_utils/ccc_docker_api.py) passes the
     read-only dashboard calls (docker_api: read-only, the default; the volumes folder read-only too)
     or, only where the admin says docker_api: full, every call (host root for whoever controls
-    Portainer). Another value fails the state, naming the choices. #}
+    Portainer). Another value fails the state, naming the choices.
+    The Portainer server (ccc:docker:portainer_ui, spec from _utils/ccc_portainer.py) gets no Docker
+    API at all: it manages nodes through their agents; its database folder is made root-only. #}
 {%- from tpldir ~ "/map.jinja" import docker with context %}
 {%- set agent = docker.portainer_agent %}
 {%- if agent.enabled | to_bool %}
@@ -37,4 +39,37 @@ ccc-cluster-docker-portainer-agent:
     - name: {{ agent.name | json }}
     - role: docker
     - former_roles: ["docker-portainer-agent"]
+{%- endif %}
+{%- set ui = salt['ccc_portainer.ui_spec'](docker.portainer_ui) if docker.portainer_ui.enabled | to_bool else None %}
+{%- if ui and ui.problem %}
+
+ccc-cluster-docker-portainer-ui:
+  test.configurable_test_state:
+    - changes: false
+    - result: false
+    - allow_test_mode_failure: true
+    - name: ccc:docker:portainer_ui
+    - comment: {{ ("ccc:docker:portainer_ui is not valid, nothing changed: " ~ ui.problem) | json }}
+{%- elif ui %}
+
+ccc-cluster-docker-portainer-ui-storage:
+  file.directory:
+    - name: {{ ui.spec.binds[0].source | json }}
+    - user: root
+    - group: root
+    - mode: "0700"
+    - makedirs: true
+
+ccc-cluster-docker-portainer-ui:
+  ccc_service_container.running:
+    - name: {{ ui.spec.name | json }}
+    - spec: {{ ui.spec | json }}
+    - require:
+      - file: ccc-cluster-docker-portainer-ui-storage
+{%- else %}
+
+ccc-cluster-docker-portainer-ui:
+  ccc_service_container.absent:
+    - name: {{ docker.portainer_ui.name | json }}
+    - role: docker
 {%- endif %}
