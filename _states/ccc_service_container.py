@@ -185,7 +185,8 @@ def _running(client, name, spec):
                                         f"{'would be' if test else 'was'} set up")
         return ccc_state_ret.result(name, True, {}, f"{name} runs as configured")
     verb = "recreated" if attrs else "created"
-    changes = {verb: name, **({"differences": found} if found else {}), **({"docker api proxy": proxy} if proxy else {})}
+    changes = {verb: name, **({"differences": found} if found else {}),
+               **({"docker api proxy": proxy} if proxy else {})}
     if test:
         return ccc_state_ret.result(name, None, changes, _masked(f"{name} would be {verb}"))
     if env_text is not None:

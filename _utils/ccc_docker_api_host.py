@@ -33,7 +33,8 @@ def _write(directory, name, text, mode):
 def _systemctl(run, *args, check=True):
     done = run(["systemctl", *args], python_shell=False, ignore_retcode=True)
     if check and done["retcode"] != 0:
-        raise ProxyFailed(f"systemctl {' '.join(args)} failed: {(done.get('stderr') or done.get('stdout') or '').strip()}")
+        said = (done.get("stderr") or done.get("stdout") or "").strip()
+        raise ProxyFailed(f"systemctl {' '.join(args)} failed: {said}")
     return done
 
 

@@ -129,8 +129,9 @@ def _docker_api(spec):
     """The engine's socket is never bound (only a filtering proxy's, through ``docker_api``)."""
     name = spec["name"]
     for item in spec["binds"]:
-        if item["source"] in ccc_docker_api.ENGINE_SOCKETS or item["source"].startswith(ccc_docker_api.SOCKET_DIR + "/"):
-            raise BadSpec(f"{name}: bind {item['source']} is the Docker engine's socket or a proxy's: ask for "
+        source = item["source"]
+        if source in ccc_docker_api.ENGINE_SOCKETS or source.startswith(ccc_docker_api.SOCKET_DIR + "/"):
+            raise BadSpec(f"{name}: bind {source} is the Docker engine's socket or a proxy's: ask for "
                           "docker_api: <profile> instead (a role container never gets the whole API)")
         if spec["docker_api"] is not None and item["target"] == ccc_docker_api.TARGET:
             raise BadSpec(f"{name}: {ccc_docker_api.TARGET} is where docker_api's socket goes")

@@ -23,8 +23,8 @@ def container_socket(node, name):
 
 def probe(node, name, calls):
     """``[{method, path, status, body}]`` of each ``(method, path, body)`` made on ``name``'s socket."""
-    text = node.exec([str(PYTHON), str(PROBE), container_socket(node, name), json.dumps([list(c) for c in calls])]).stdout
-    return json.loads(text)
+    argv = [str(PYTHON), str(PROBE), container_socket(node, name), json.dumps([list(c) for c in calls])]
+    return json.loads(node.exec(argv).stdout)
 
 
 def attacks(target):

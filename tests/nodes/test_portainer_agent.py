@@ -52,7 +52,8 @@ def node(sysnodes):
     made.salt_call("saltutil.sync_all")
     assert _failed(_apply(made)) == {}  # the engine first
     saved = subprocess.run(["docker", "save", "ccc-test/tiny:1"], capture_output=True, check=True).stdout
-    subprocess.run(["docker", "exec", "-i", made.container, "docker", "load"], input=saved, capture_output=True, check=True)
+    subprocess.run(["docker", "exec", "-i", made.container, "docker", "load"], input=saved, capture_output=True,
+                   check=True)
     made.exec(["docker", "tag", "ccc-test/tiny:1", IMAGE])
     made.exec(["docker", "run", "-d", "--name", "bystander", "--network", "lab-unrestricted", "ccc-test/tiny:1"])
     return made
