@@ -17,7 +17,7 @@ DOCKER_STATES = ["ccc-cluster-docker-engine-packages", "ccc-cluster-docker-nvidi
                  "ccc-cluster-docker-network-claims", "ccc-cluster-docker-firewall-script",
                  "ccc-cluster-docker-firewall-unit", "ccc-cluster-docker-firewall-chain",
                  "ccc-cluster-docker-firewall-service", "ccc-cluster-docker-registry-registry.example.org",
-                 "ccc-cluster-docker-portainer-agent"]
+                 "ccc-cluster-docker-portainer-agent", "ccc-cluster-docker-portainer-ui"]
 
 
 def args(rendered, state_id):
@@ -65,7 +65,8 @@ def test_dry_run_on_node1_reports_what_would_change(tmp_path):
     login = results["ccc-cluster-docker-registry-registry.example.org"]
     assert (login["result"], login["comment"]) in ((None, "would log in to registry.example.org"),
                                                     (True, "logged in to registry.example.org"))
-    for state_id in ("ccc-cluster-docker-network-claims", "ccc-cluster-docker-portainer-agent"):
+    for state_id in ("ccc-cluster-docker-network-claims", "ccc-cluster-docker-portainer-agent",
+                     "ccc-cluster-docker-portainer-ui"):
         assert results[state_id]["result"] is False
         assert results[state_id]["comment"] == f"the Docker engine of this node does not answer ({DEAD})"
     assert "PGP" not in json.dumps(output) and "secret" not in json.dumps(output).lower()
