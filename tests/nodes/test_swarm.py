@@ -6,12 +6,15 @@ each (``ccc-test/sshd:1`` loaded into each node's dockerd, nothing is pulled): i
 resolve and reach each other by node name over ``overlay-<STACK>`` (``getent hosts`` and a TCP
 connect to sshd's port 22). With the overlay gone, a worker's deploy still runs the container on
 its other networks and tells its user and admin the overlay is pending; the leader's deploy makes
-it again and the worker's next apply (the master's redeploy, here by hand) attaches it. Removing
-the stack from pillar removes the overlay on the leader; ``absent`` makes the worker leave and
+it again and the worker's next apply (the master's redeploy, here by hand) attaches it. Overlays
+are encrypted; an older unencrypted one is reported while in use and made again encrypted once
+unused. Removing the stack from pillar removes the overlay on the leader, as soon as the worker's
+endpoint has left it (whichever node applies first); ``absent`` makes the worker leave and
 refuses to force the manager out. Second applies change nothing. No real GPU or NFS is needed: the
 storage roots are plain folders in each node (the stack's home is per node here)."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -29,7 +32,26 @@ STORAGE = {"nfs": {key: f"/srv/ccc/shared/{key}" for key in
            "local": {key: f"/srv/ccc/local/{key}" for key in ("hdd_data", "ssd_data", "sshd_data")}}
 
 
-def _site(leader_ip, containers, swarm_role=True):
+def _kernel_has_esp():
+    """Whether this kernel (the test nodes share the host's) carries IPsec ESP with AES-GCM, which
+    Docker's encrypted overlays need. Without it (some CI kernels) the overlays of the traffic
+    tests are made unencrypted (``ccc:swarm:encrypted: false``) and the encryption test checks the
+    networks Docker makes, not traffic through them."""
+    name = f"ccc-esp-probe-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode != 0:
+        return False
+    try:
+        return subprocess.run(["ip", "netns", "exec", name, "ip", "xfrm", "state", "add", "src", "10.0.0.1", "dst",
+                               "10.0.0.2", "proto", "esp", "spi", "0x100", "mode", "transport", "aead",
+                               "rfc4106(gcm(aes))", "0x" + "01" * 20, "128"], capture_output=True).returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+ESP = _kernel_has_esp()
+
+
+def _site(leader_ip, containers, swarm_role=True, encrypted=ESP):
     return {"ccc": {
         "only_roles": "docker,swarm",
         "roles": {"swarm": swarm_role},
@@ -48,7 +70,7 @@ def _site(leader_ip, containers, swarm_role=True):
         "users": {EMAIL: {"USER_NAME": "ana", "USER_TYPE": "researcher", "USER_FULLNAME": "Ana Novak",
                           "USER_PUBKEY": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeSwarmTestKey000000000000000000000000 ana"}},
         "containers": containers,
-        "swarm": {"leader": LEADER, "leader_addr": leader_ip},
+        "swarm": {"leader": LEADER, "leader_addr": leader_ip, "encrypted": encrypted},
     }}
 
 
@@ -59,8 +81,8 @@ def _apply(node, sls):
     return node.salt_call("state.apply", sls, check=False).states()
 
 
-def _write_site(node, containers, swarm_role=True):
-    node.write_pillar("site/init.sls", json.dumps(_site(node.leader_ip, containers, swarm_role)))
+def _write_site(node, containers, swarm_role=True, encrypted=ESP):
+    node.write_pillar("site/init.sls", json.dumps(_site(node.leader_ip, containers, swarm_role, encrypted)))
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +153,7 @@ def test_the_leader_made_the_stacks_overlay_and_second_applies_change_nothing(no
     net = json.loads(nodes[LEADER].exec(["docker", "network", "inspect", f"overlay-{STACK}"]).stdout)[0]
     assert (net["Driver"], net["Scope"], net["Attachable"], net["Internal"]) == ("overlay", "swarm", True, True)
     assert net["Labels"] == {"ccc.swarm-overlay": STACK}
+    assert ("encrypted" in net["Options"]) is ESP, net["Options"]  # IPsec between the nodes where the kernel has it
     assert _changed(swarm["leader again"]) == {} and _failed(swarm["leader again"]) == {}
     assert _changed(swarm["worker again"]) == {} and _failed(swarm["worker again"]) == {}
 
@@ -195,18 +218,63 @@ def test_a_missing_overlay_is_pending_on_the_worker_and_made_by_the_leaders_depl
     assert connected.stdout == "SSH-2.0"
 
 
+def _overlay(node):
+    found = node.exec(["docker", "network", "inspect", f"overlay-{STACK}"], check=False)
+    return json.loads(found.stdout)[0] if found.returncode == 0 else None
+
+
+def test_an_unencrypted_overlay_is_reported_while_used_and_made_again_encrypted_once_unused(nodes, deployed):
+    """An overlay of the stack made without encryption (by an older ccc-salt, or while
+    ``encrypted`` was false): with ``encrypted: true`` the leader's cluster run keeps it while a
+    container uses it and says so; once unused, the next run makes it again, encrypted; the
+    containers' next deploys attach it."""
+    leader, worker = nodes[LEADER], nodes[WORKER]
+    for node in (worker, leader):
+        node.exec(["docker", "network", "disconnect", "-f", f"overlay-{STACK}", STACK])
+    leader.exec(["docker", "network", "rm", f"overlay-{STACK}"])
+    leader.exec(["docker", "network", "create", "-d", "overlay", "--attachable", "--internal",
+                 "--label", f"ccc.swarm-overlay={STACK}", f"overlay-{STACK}"])
+    leader.exec(["docker", "network", "connect", f"overlay-{STACK}", STACK])
+    for node in (worker, leader):
+        _write_site(node, CONTAINERS, encrypted=True)
+    kept = _apply(leader, "cluster")["ccc-cluster-swarm-overlays"]
+    assert kept["result"] is True and kept["changes"] == {}, kept
+    assert f"not encrypted (made before ccc-salt encrypted overlays), made again encrypted once no container uses " \
+           f"them: overlay-{STACK}" in kept["comment"]
+    assert "encrypted" not in _overlay(leader)["Options"]
+    leader.exec(["docker", "network", "disconnect", f"overlay-{STACK}", STACK])
+    remade = _apply(leader, "cluster")["ccc-cluster-swarm-overlays"]
+    assert remade["changes"] == {"encrypted": [f"overlay-{STACK}"]}, remade
+    assert "encrypted" in _overlay(leader)["Options"]
+    again = _apply(leader, "cluster")["ccc-cluster-swarm-overlays"]
+    assert again["changes"] == {} and "not encrypted" not in again["comment"], again
+    for node in (leader, worker):
+        run = _apply(node, "containers")
+        assert run[f"ccc-container-{STACK}"]["changes"]["overlay"]["network"] == f"overlay-{STACK}", run
+    if ESP:
+        connected = _in_container(worker, f"timeout 5 bash -c 'exec 3<>/dev/tcp/{LEADER}/22 && head -c 7 <&3'")
+        assert connected.stdout == "SSH-2.0", "no traffic over the encrypted overlay"
+
+
 def test_removing_the_stack_removes_its_overlay_on_the_leader(nodes, deployed):
-    """Runs last: the stack leaves pillar; the worker's apply removes its container, the leader's
-    removes its own and then the overlay nothing uses any more."""
+    """Runs last: the stack leaves pillar. The leader applies first: its container goes, the
+    overlay stays while the worker's container is on it (the leader waits its bounded time for
+    endpoints that are leaving, then says so). The worker's apply removes its container and tells
+    the master, whose reactor has the leader prune (``ccc.swarm_overlay_released``, which runs
+    ``ccc_swarm.overlays`` there: called here by hand, the test has no master); that run finds the
+    worker's endpoint leaving and removes the overlay as soon as it has left, within the run."""
     leader, worker = nodes[LEADER], nodes[WORKER]
     for node in (worker, leader):
         _write_site(node, [])
-    worker_run = _apply(worker, "containers")
-    assert _failed(worker_run) == {}, worker_run
     leader_run = _apply(leader, "containers")
     assert _failed(leader_run) == {}, leader_run
-    assert leader.exec(["docker", "network", "inspect", f"overlay-{STACK}"], check=False).returncode != 0
+    assert _overlay(leader) is not None, "the overlay went while the worker's container was on it"
+    worker_run = _apply(worker, "containers")
+    assert _failed(worker_run) == {}, worker_run
     assert worker.exec(["docker", "inspect", STACK], check=False).returncode != 0
+    pruned = leader.salt_call("ccc_swarm.overlays", check=False)
+    assert pruned.data["removed"] == [f"overlay-{STACK}"], pruned.stdout[-2000:] + pruned.stderr[-2000:]
+    assert _overlay(leader) is None
     cluster_run = _apply(leader, "cluster")
     assert _changed(cluster_run) == {} and _failed(cluster_run) == {}, cluster_run
 
