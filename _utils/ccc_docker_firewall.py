@@ -211,7 +211,14 @@ def live_rules(listing, chain=CHAIN):
     return [line.strip() for line in (listing or "").splitlines() if line.strip().startswith(f"-A {chain} ")]
 
 
+# fail2ban (its role runs on the same nodes) inserts jumps to its own chains at the top of INPUT
+# whenever a jail starts; those chains only reject banned addresses, so they may stay above ours.
+FAIL2BAN_JUMP = re.compile(r" -j f2b-[A-Za-z0-9_.-]+$")
+
+
 def jump_first(listing, parent=PARENT, chain=CHAIN):
-    """True when the first rule of ``iptables -S <parent>`` output jumps to ``chain``."""
-    rules = [line.strip() for line in (listing or "").splitlines() if line.strip().startswith(f"-A {parent} ")]
+    """True when the first rule of ``iptables -S <parent>`` output jumps to ``chain`` (fail2ban's
+    jumps above it do not count)."""
+    rules = [line.strip() for line in (listing or "").splitlines() if line.strip().startswith(f"-A {parent} ")
+             and not FAIL2BAN_JUMP.search(line.strip())]
     return bool(rules) and rules[0] == f"-A {parent} -j {chain}"

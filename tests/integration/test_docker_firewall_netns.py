@@ -290,3 +290,17 @@ def test_a_restricted_container_cannot_reach_the_node_but_its_exporters_over_ipv
     finally:
         listener.kill()
         listener.wait()
+
+
+def test_fail2ban_chains_above_ours_are_left_there(netns, tmp_path):
+    """fail2ban (a role on the same nodes) puts its jumps at the top of INPUT whenever a jail
+    starts: they only reject banned addresses, so neither the state nor the boot script fights them."""
+    rules_file = tmp_path / "docker-firewall.rules"
+    assert apply(rules_file)["result"] is True
+    iptables("-N", "f2b-sshd")
+    iptables("-I", "INPUT", "1", "-p", "tcp", "-m", "multiport", "--dports", "22", "-j", "f2b-sshd")
+    assert apply(rules_file)["changes"] == {}
+    proc = subprocess.run([str(SCRIPT), str(rules_file), fw.v6_file(rules_file)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert iptables("-S", "INPUT").splitlines()[1:] == ["-A INPUT -p tcp -m multiport --dports 22 -j f2b-sshd",
+                                                        "-A INPUT -j CCC-EGRESS-INPUT"]

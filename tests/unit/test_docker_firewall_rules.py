@@ -103,3 +103,9 @@ def test_restore_text_of_two_chains_declares_both_before_their_rules():
                                      "-A CCC-EGRESS -j DROP", "-A CCC-EGRESS-INPUT -j DROP", "COMMIT"]
     assert fw.jump_first("-P INPUT ACCEPT\n-A INPUT -j CCC-EGRESS-INPUT\n", "INPUT", "CCC-EGRESS-INPUT")
     assert not fw.jump_first("-P INPUT ACCEPT\n-A INPUT -j ACCEPT\n-A INPUT -j CCC-EGRESS-INPUT\n", "INPUT", "CCC-EGRESS-INPUT")
+
+
+def test_fail2ban_jumps_above_ours_do_not_count_an_accept_does():
+    listing = "-P INPUT ACCEPT\n-A INPUT -p tcp -m multiport --dports 22 -j f2b-sshd\n-A INPUT -j CCC-EGRESS-INPUT\n"
+    assert fw.jump_first(listing, "INPUT", "CCC-EGRESS-INPUT")
+    assert not fw.jump_first(listing.replace("-j f2b-sshd", "-j ACCEPT"), "INPUT", "CCC-EGRESS-INPUT")
