@@ -8,6 +8,7 @@ PURGE_USER_DATA).
 
 import re
 
+import ccc_migrate_markers as markers
 import ccc_pillar
 import ccc_schema
 
@@ -25,10 +26,26 @@ def _as_list(value):
     return value
 
 
+def _entries(value, kind, variable, report, source):
+    """The entries of a data-model variable: ``value`` must be a ``kind`` (``dict`` or ``list``,
+    else TypeError: the variable is refused whole, ``ccc_migrate_guard``); an empty one is said
+    in the report, and an entry that is not a mapping is refused alone. Yields ``(key, entry)``."""
+    if value is not None and not isinstance(value, kind):
+        raise TypeError(f"{variable} must be a {'mapping' if kind is dict else 'list'}")
+    if not value:
+        report.not_mapped(source, variable, "empty: nothing to migrate")
+    for key, entry in (value or {}).items() if kind is dict else enumerate(value or []):
+        if isinstance(entry, dict) or (entry is None and kind is dict):
+            yield key, entry or {}
+        else:
+            shown = key if kind is dict else f"#{key}"
+            report.refused(source, f"{variable}[{markers.name(shown)}]", "not a mapping of KEY: value: left out")
+
+
 def user_types(value, report, source):
     """``deployment_types`` → ``ccc:user_types``."""
     types = {}
-    for name, entry in (value or {}).items():
+    for name, entry in _entries(value, dict, "deployment_types", report, source):
         where = f"deployment_types[{name}]"
         kept = {key: entry[key] for key in TYPE_KEYS if key in entry}
         for key in TYPE_LIST_KEYS:
@@ -67,8 +84,8 @@ def _record(entry, where, target, report, source):
 def users(value, report, source):
     """``deployment_users`` → ``ccc:users`` (keyed by e-mail; the record's USER_EMAIL dropped)."""
     mapped = {}
-    for email, entry in (value or {}).items():
-        entry = dict(entry or {})
+    for email, entry in _entries(value, dict, "deployment_users", report, source):
+        entry = dict(entry)
         where = f"deployment_users[{email}]"
         if "USER_EMAIL" in entry:
             own = entry.pop("USER_EMAIL")
@@ -82,9 +99,9 @@ def users(value, report, source):
 def containers(value, report, source):
     """``deployment_containers`` → ``ccc:containers``, in order."""
     mapped = []
-    for index, entry in enumerate(value or []):
-        stack = (entry or {}).get("STACK_NAME") or f"#{index}"
-        mapped.append(_record(dict(entry or {}), f"deployment_containers[{stack}]", f"ccc:containers[{stack}]",
+    for index, entry in _entries(value, list, "deployment_containers", report, source):
+        stack = entry.get("STACK_NAME") or f"#{index}"
+        mapped.append(_record(dict(entry), f"deployment_containers[{stack}]", f"ccc:containers[{stack}]",
                               report, source))
     return mapped
 

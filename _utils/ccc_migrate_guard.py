@@ -5,13 +5,15 @@ the original's roles read (a list of mappings for ``zfs_volumes``, a mapping of 
 where a name belongs) would stop the whole migration with a traceback. ``mapped`` runs one
 variable's mapping on a scratch copy of the tree: on success the copy is kept, otherwise the
 tree and the report keep nothing of the attempt and the variable is reported ``refused``, by
-name (never its value: it may be a secret).
+name (never its value: it may be a secret). A variable that maps to nothing (an empty list) is
+reported too, so the report accounts for every variable.
 """
 
 import copy
 
 import ccc_migrate_markers as markers
 
+SILENT_REASON = "maps to nothing (empty): nothing migrated"
 SHAPE_ERRORS = (AttributeError, TypeError, ValueError, KeyError, IndexError)
 SHAPE_REASON = ("its value does not have the shape the original's roles read ({error}): left out "
                 "(write it as the original's documentation shows)")
@@ -33,6 +35,8 @@ def mapped(tree, report, source, key, step):
         del report.entries[mark:]
         report.refused(source, markers.name(key), SHAPE_REASON.format(error=_said(error)))
         return True
+    if len(report.entries) == mark:  # every variable is accounted for (``docker_networks: null`` maps to nothing)
+        report.not_mapped(source, markers.name(key), SILENT_REASON)
     tree.clear()
     tree.update(scratch)
     return result

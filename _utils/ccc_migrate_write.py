@@ -39,8 +39,13 @@ def check_out_dir(out_dir):
 
 
 def _sls(ccc, what):
-    return PLAIN + HEADER.format(what=what) + yaml.safe_dump({"ccc": ccc}, sort_keys=False, default_flow_style=False,
-                                                             allow_unicode=True)
+    """A pillar file holding ``ccc``. Non-ASCII text is written as it is, for admins to read,
+    unless that would not read back as written: PyYAML writes U+0085 (NEL) raw inside a quoted
+    scalar and reads it back as a space, so such a tree is written with escapes instead."""
+    body = yaml.safe_dump({"ccc": ccc}, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    if yaml.safe_load(body) != {"ccc": ccc}:
+        body = yaml.safe_dump({"ccc": ccc}, sort_keys=False, default_flow_style=False)
+    return PLAIN + HEADER.format(what=what) + body
 
 
 def node_file(node):

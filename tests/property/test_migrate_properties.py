@@ -155,6 +155,9 @@ def test_any_inventory_is_refused_briefly_or_migrated_to_yaml_that_renders_to_th
             assert "template syntax" in str(exc)
             return
         event(f"written, {report.count('refused')} refused")
+        for entry in report.entries:
+            if entry["status"] == "refused" and entry["key"] in KNOWN + HOST_KNOWN:
+                event(f"refused variable {entry['key']}")  # a whole variable: its shape, or template syntax
         ccc_migrate_write.write(work / "pillar", files)
         expected = {"site/cluster.sls": {k: v for k, v in site.items() if k not in ("user_types", "users", "containers")},
                     **{f"site/{name}.sls": {name: site.get(name) or ({} if name != "containers" else [])}
@@ -223,3 +226,33 @@ def test_a_value_of_the_wrong_shape_is_refused_alone(tmp_path):
     assert nodes["gpu1"] == expected_gpu1 and nodes["gpu2"] == clean_nodes["gpu2"]
     assert {k: v for k, v in site["cluster"].items() if k != "networks"} == \
         {k: v for k, v in clean_site["cluster"].items() if k != "networks"}
+
+
+def test_text_with_a_next_line_character_is_written_so_it_reads_back_the_same(tmp_path):
+    """Found by the property above: U+0085 (NEL) in a migrated value was written raw inside a
+    quoted scalar, and Salt's YAML reads it as a space, so the pillar held another value than
+    the migration decided (``SHM_SIZE: "0\\x85"`` became ``"0 "``)."""
+    tree = {"cluster": {"note": "a\x85b", "name": "\u017diga"}}
+    path = tmp_path / "cluster.sls"
+    path.write_text(ccc_migrate_write._sls(tree, "test"), encoding="utf-8")
+    assert render(path) == {"ccc": tree}
+    plain_text = {"cluster": {"name": "\u017diga"}}
+    assert "\u017diga" in ccc_migrate_write._sls(plain_text, "test")  # readable where it reads back
+
+
+def test_an_entry_of_the_data_model_that_is_not_a_mapping_is_refused_alone(tmp_path):
+    """Found by the property above: one container (or user, or user type) written as a list or a
+    text stopped the mapping of the whole variable (every container refused with it), and
+    ``deployment_containers: null`` dropped every container without a word in the report."""
+    clean_site, _, _, _ = _migrated(tmp_path / "clean", Inventory(**NOTHING))
+    site, _, _, report = _migrated(tmp_path / "bad", Inventory(**{**NOTHING, "new_containers": [["a"], "b"],
+                                                                  "new_users": {"eve@lab.example.org": "text"}}))
+    refused = {(e["source"], e["key"]): e["reason"] for e in report.entries if e["status"] == "refused"}
+    count = len(ORIGINAL[f"{CLUSTER_DIR}/user-containers.yml"]["deployment_containers"])
+    for key in (f"deployment_containers[#{count}]", f"deployment_containers[#{count + 1}]"):
+        assert "not a mapping" in refused[(f"{CLUSTER_DIR}/user-containers.yml", key)]
+    assert "not a mapping" in refused[(f"{CLUSTER_DIR}/user-list.yml", "deployment_users[eve@lab.example.org]")]
+    assert site["containers"] == clean_site["containers"] and site["users"] == clean_site["users"]
+    _, _, _, report = _migrated(tmp_path / "none", Inventory(**{**NOTHING, "group_vars": {"deployment_containers": None}}))
+    assert any(e["key"] == "deployment_containers" and e["source"] == f"{CLUSTER_DIR}/zz-generated.yml"
+               and "empty" in e["reason"] for e in report.entries)
