@@ -33,6 +33,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 
 import ccc_pillar
 
@@ -185,7 +186,7 @@ def request(record, stack, version, now, limits, master):
             return {"stack": stack, "targets": [], "jid": None}
         entry = record["stacks"][stack] = {"user": user_for(cccs, stack)}
     entry["pending"] = True
-    if isinstance(version, str):  # the latest reported; a report without one keeps it
+    if is_file_version(version):  # the latest reported; a report without one (or with no version) keeps it
         entry["version"] = version
     if entry.get("jid"):
         return {"stack": stack, "action": "wait", "targets": entry.get("targets") or [], "jid": entry["jid"]}
@@ -267,6 +268,19 @@ def keep_items(lists, keep):
             del lists[name]
 
 
+# A settings file version as the beacon reports it (``_beacons/_ccc_settings_watcher.version``:
+# "<mtime_ns>:<ctime_ns>:<size>:<inode>", a beacon before the ctime "<mtime_ns>:<size>:<inode>", or
+# "deleted"); tests/property/test_event_properties.py checks that every version the watcher can
+# make matches. Event data is minion-supplied: anything else is no version (the event is coalesced
+# as one without), so the record stays bounded.
+FILE_VERSION = re.compile(r"(-?[0-9]{1,20}:){2,3}[0-9]{1,20}|deleted")
+
+
+def is_file_version(value):
+    """Whether ``value`` (event data) is a settings file version (``FILE_VERSION``)."""
+    return isinstance(value, str) and FILE_VERSION.fullmatch(value) is not None
+
+
 def is_version(item):
     """A ``[version, published]`` entry of the record's ``versions``."""
     return isinstance(item, list) and len(item) == 2 and isinstance(item[1], (int, float))
@@ -275,5 +289,5 @@ def is_version(item):
 def covered(record, stack, version):
     """Whether a job published since ``version`` of the stack's settings file was reported
     covers it (the same save reported by another node)."""
-    return isinstance(version, str) and any(is_version(item) and item[0] == version
+    return is_file_version(version) and any(is_version(item) and item[0] == version
                                             for item in record["versions"].get(stack) or ())
