@@ -225,7 +225,7 @@ def check(result, ccc, stack, node, image_labels=None):
     return result
 
 
-@examples(3)
+@examples(5)
 @given(site=sites(), data=st.data())
 def test_any_settings_file_is_refused_briefly_or_gives_a_spec_within_the_contract(site, data):
     ccc, stack, node = site
