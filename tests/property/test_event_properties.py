@@ -6,9 +6,11 @@ remembers the versions its jobs covered, so the same save reported by every node
 * every version the watcher can produce, for any stat values (an mtime set before 1970 or far
   ahead included) and for real files, is one the master takes as a version, and two different
   signatures never give one version;
-* event data is minion-supplied: for any JSON as the stack and the version, in any order, the
-  runner answers with data (a non-STACK_NAME refused), and its record stays bounded (a version
-  that is not one is not stored); a version a published job covered is not applied again.
+* event data is minion-supplied: for any JSON as the stack and the version of a settings event,
+  or as the minion id of an engine restart or minion start, in any order, the runner answers with
+  data (a non-STACK_NAME or an id that is not an accepted minion refused), and its record stays
+  bounded (a version that is not one is not stored); a version a published job covered is not
+  applied again.
 """
 
 import contextlib
@@ -96,6 +98,13 @@ class _Master:
         self.jobs.append((self.clock.now, []))
         return str(len(self.jobs) - 1)
 
+    def accepted(self, minion):
+        return minion in CCCS
+
+    def reconcile(self, minion, sync=False):
+        self.jobs.append((self.clock.now, [minion]))
+        return str(len(self.jobs) - 1)
+
 
 @contextlib.contextmanager
 def runner(cachedir):
@@ -107,8 +116,8 @@ def runner(cachedir):
         yield clock, master
 
 
-events = st.lists(st.tuples(st.sampled_from(STACKS) | gen.values, versions, st.integers(0, 30), st.booleans()),
-                  max_size=12)
+events = st.lists(st.tuples(st.sampled_from(["settings", "engine", "start"]), st.sampled_from(STACKS + list(CCCS))
+                            | gen.values, versions, st.integers(0, 30), st.booleans()), max_size=12)
 
 
 @examples(1)
@@ -116,12 +125,17 @@ events = st.lists(st.tuples(st.sampled_from(STACKS) | gen.values, versions, st.i
 def test_any_event_data_is_answered_and_the_record_stays_bounded(tmp_path_factory, sequence):
     cachedir = tmp_path_factory.mktemp("master")
     with runner(cachedir) as (clock, master):
-        for stack, version, wait, flush in sequence:
+        for kind, name, version, wait, flush in sequence:  # name: the event's stack or minion id
             clock.now += wait
-            answer = ccc_runner.redeploy(stack, version)
+            if kind == "settings":
+                answer = ccc_runner.redeploy(name, version)
+                if not (isinstance(name, str) and name in STACKS):
+                    assert answer["targets"] == [] and answer.get("jid") is None
+            else:
+                answer = (ccc_runner.reconcile_node if kind == "engine" else ccc_runner.node_start)(name)
+                if not (isinstance(name, str) and name in CCCS):
+                    assert answer["action"] is None and answer["error"]
             assert isinstance(answer, dict) and json.dumps(answer)
-            if not (isinstance(stack, str) and stack in STACKS):
-                assert answer["targets"] == [] and answer.get("jid") is None
             if flush:
                 ccc_runner.flush()
         path = cachedir / "ccc-redeploy" / "record.json"
@@ -131,6 +145,7 @@ def test_any_event_data_is_answered_and_the_record_stays_bounded(tmp_path_factor
         for stack, items in (record.get("versions") or {}).items():
             assert stack in STACKS and len(items) <= ccc_redeploy.VERSIONS_KEPT
             assert all(ccc_redeploy.is_file_version(item[0]) for item in items), items
+        assert set(record.get("nodes") or {}) <= set(CCCS)
         for entry in (record.get("stacks") or {}).values():
             assert entry.get("version") is None or ccc_redeploy.is_file_version(entry["version"])
 
