@@ -106,12 +106,15 @@ def ensure_network():
 class SysNode:
     """One test node (see the module docstring); ``start()`` makes a fresh one."""
 
-    def __init__(self, name, repo: aptrepo.AptRepo, host_sysctl=False):
+    def __init__(self, name, repo: aptrepo.AptRepo, host_sysctl=False, volumes=()):
+        """``volumes``: ``(host path, node path)`` pairs bound read-write (storage several nodes
+        share, standing in for NFS)."""
         self.name = name
         self.container = f"ccc-node-{name}"
         self.volume = f"{self.container}-docker"
         self.repo = repo
         self.host_sysctl = host_sysctl
+        self.volumes = tuple(volumes)
 
     def start(self, timeout=120):
         """Replace any node of this name, boot a fresh one and wait until systemd is running."""
@@ -127,6 +130,8 @@ class SysNode:
         for path in self._host_paths():
             argv += ["--volume", f"{path}:{path}:ro"]
         argv += ["--volume", f"{self.repo.path}:{aptrepo.NODE_PATH}:ro"]
+        for source, target in self.volumes:
+            argv += ["--volume", f"{source}:{target}"]
         if self.host_sysctl:
             argv += ["--env", "CCC_NODE_SYSCTL=host"]
         _docker(argv + [IMAGE])

@@ -9,7 +9,8 @@ write ``{module: group}`` to a folder the controller names; the controller's sch
 
 Groups: a module is its own group (its module-scoped nodes are built once), except
 ``tests/cluster/`` and every module using node1's or node2's fixed-name private dockerd (the
-cluster drives them too), and the modules changing the host's inotify sysctls."""
+cluster drives them too), the acceptance tier (``tests/acceptance/``: one master, two test
+nodes), and the modules changing the host's inotify sysctls."""
 
 import json
 import pathlib
@@ -21,6 +22,8 @@ SHARED_HOST_GROUPS = {
     "tests/nodes/test_host_roles.py": "host-sysctl",
     "tests/nodes/test_cluster.py": "host-sysctl",
 }
+# The admin's journey (tests/acceptance/): its modules share one master and two test nodes.
+ACCEPTANCE_GROUP = "acceptance"
 WORKERINPUT_KEY = "ccc_xdist_groups_dir"
 
 
@@ -36,6 +39,8 @@ def groups_of(items):
         module = module_of(item.nodeid)
         if module.startswith("tests/cluster/") or NODE_DOCKERD_FIXTURES & set(item.fixturenames):
             groups[module] = NODE_DOCKERD_GROUP
+        elif module.startswith("tests/acceptance/"):
+            groups[module] = ACCEPTANCE_GROUP
         else:
             groups.setdefault(module, SHARED_HOST_GROUPS.get(module, module))
     return groups

@@ -40,6 +40,12 @@ def test_the_modules_changing_host_sysctls_share_a_group():
     assert set(xdist_groups.groups_of(items).values()) == {"host-sysctl"}
 
 
+def test_the_acceptance_tier_is_one_group():
+    items = [item("tests/acceptance/test_journey.py", "sysnodes", "master"),
+             item("tests/acceptance/test_journey.py", "minions")]
+    assert xdist_groups.groups_of(items) == {"tests/acceptance/test_journey.py": "acceptance"}
+
+
 def test_the_controller_reads_what_the_workers_wrote(tmp_path):
     items = [item("tests/cluster/test_moves.py"), item("tests/nodes/test_swarm.py")]
     xdist_groups.write_groups(tmp_path, "gw0", items)
