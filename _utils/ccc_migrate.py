@@ -35,7 +35,8 @@ def _map_group_vars(group_vars, report):
     site = {}
     for key in sorted(group_vars, key=lambda k: (k not in FIRST, list(group_vars).index(k))):
         value, source = group_vars[key]
-        guard.mapped(site, report, source, key, lambda tree: _map_group_var(key, value, source, tree, report))
+        guard.mapped(site, report, source, key,
+                     lambda tree, k=key, v=value, s=source: _map_group_var(k, v, s, tree, report))
     return site
 
 

@@ -110,5 +110,5 @@ def map_host(node, found, report, local_points):
             report.not_mapped(source, key, "no ccc-salt equivalent")
 
     for key, (value, source) in found.items():
-        guard.mapped(tree, report, source, key, lambda scratch: map_one(key, value, source, scratch))
+        guard.mapped(tree, report, source, key, lambda scratch, k=key, v=value, s=source: map_one(k, v, s, scratch))
     return tree

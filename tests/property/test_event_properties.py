@@ -124,7 +124,7 @@ events = st.lists(st.tuples(st.sampled_from(["settings", "engine", "start"]), st
 @given(sequence=events)
 def test_any_event_data_is_answered_and_the_record_stays_bounded(tmp_path_factory, sequence):
     cachedir = tmp_path_factory.mktemp("master")
-    with runner(cachedir) as (clock, master):
+    with runner(cachedir) as (clock, _):
         for kind, name, version, wait, flush in sequence:  # name: the event's stack or minion id
             clock.now += wait
             if kind == "settings":
@@ -168,7 +168,7 @@ def test_event_data_that_is_not_a_version_is_not_stored(tmp_path):
     """Found by the property above: any text in the event's ``version`` (minion-supplied) was kept
     in the master's redeploy record, up to 8 per stack, however long; now only a file version is
     (``ccc_redeploy.is_file_version``), and an event with anything else counts as one without."""
-    with runner(tmp_path) as (clock, master):
+    with runner(tmp_path) as (clock, _):
         for version in ("x" * 100000, "1:2", "1:2:3:4:5", "-1:2:3:4\n", ["1:2:3:4"], "deleted"):
             clock.now += 100
             ccc_runner.flush()  # the job before has returned

@@ -193,14 +193,14 @@ def _migrated(tmp_path, inventory):
     return ccc_migrate.migrate(tmp_path / "inventory")
 
 
-NOTHING = dict(group_vars={}, host_vars={}, hosts=[], new_containers=[], new_users={}, raw=None)
+NOTHING = {"group_vars": {}, "host_vars": {}, "hosts": [], "new_containers": [], "new_users": {}, "raw": None}
 
 
 def test_a_variable_named_by_a_number_is_refused_by_name(tmp_path):
     """Found by the property above: ``0: x`` in a vars file stopped the migration with
     AttributeError ('int' object has no attribute 'startswith')."""
-    site, nodes, _, report = _migrated(tmp_path, Inventory(**{**NOTHING, "group_vars": {0: "x", "zfs_enabled": True},
-                                                              "host_vars": {7: [1]}}))
+    site, _, _, report = _migrated(tmp_path, Inventory(**{**NOTHING, "group_vars": {0: "x", "zfs_enabled": True},
+                                                          "host_vars": {7: [1]}}))
     refused = {(e["source"], e["key"]): e["reason"] for e in report.entries if e["status"] == "refused"}
     assert refused[(f"{CLUSTER_DIR}/zz-generated.yml", "0")] == ccc_migrate_markers.NAME_REASON
     assert refused[("host_vars/gpu1.yml", "7")] == ccc_migrate_markers.NAME_REASON
