@@ -8,6 +8,7 @@ syntax, and render through Salt's own renderers (as the master's pillar does) to
 while the Jinja in the inventory (``salt["cmd.run"]("touch ...")``) runs nothing.
 """
 
+import atexit
 import copy
 import json
 import pathlib
@@ -39,6 +40,7 @@ ORIGINAL = {relative: yaml.safe_load((INVENTORY / relative).read_text()) for rel
     "ccc-cluster.yml", f"{CLUSTER_DIR}/user-containers.yml", f"{CLUSTER_DIR}/user-list.yml", "host_vars/gpu1.yml")}
 MESSAGE_AT_MOST = 600  # a refusal names the file and the YAML problem, clipped
 WORK = pathlib.Path(tempfile.mkdtemp(prefix="ccc-migrate-properties-"))
+atexit.register(shutil.rmtree, WORK, True)  # the examples' inventories and Salt's cache
 RAN = WORK / "ran"  # Jinja in an inventory creates files here if it ever runs
 RAN.mkdir()
 PAYLOADS = [f'{{{{ salt["cmd.run"]("touch {RAN}/value") }}}}', f'{{% set x = salt["cmd.run"]("touch {RAN}/s") %}}',
