@@ -135,27 +135,58 @@ def _lookup(dotted, variables):
     return value
 
 
-def expand(value, variables, depth=0):
+# What expanding one variable may produce (characters of text plus one per list item or key):
+# plain references nest, so ten references five levels deep would otherwise make 10**5 copies
+# (a memory bomb in a commit to the lab's inventory repository). Far above any real inventory.
+EXPANSION_BUDGET = 1_000_000
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def expand(value, variables, depth=0, budget=None):
     """``value`` with plain ``{{ a.b }}`` references replaced from ``variables``; an expression
-    the migration cannot evaluate (filters, lookups, unknown names) stays as written."""
+    the migration cannot evaluate (filters, lookups, unknown names) stays as written. Expanding
+    more than ``EXPANSION_BUDGET`` raises ``_TooLarge`` (``expand_all`` then keeps the value as
+    written, and its template syntax has it refused)."""
+    budget = [EXPANSION_BUDGET] if budget is None else budget
     if isinstance(value, dict):
-        return {key: expand(item, variables, depth) for key, item in value.items()}
+        _charge(budget, len(value))
+        return {key: expand(item, variables, depth, budget) for key, item in value.items()}
     if isinstance(value, list):
-        return [expand(item, variables, depth) for item in value]
+        _charge(budget, len(value))
+        return [expand(item, variables, depth, budget) for item in value]
+    if isinstance(value, str):
+        _charge(budget, len(value))
     if not isinstance(value, str) or isinstance(value, InlineVault) or "{{" not in value or depth > 5:
         return value
     whole = _REFERENCE.fullmatch(value.strip())
     try:
         if whole:
-            return expand(_lookup(whole.group(1), variables), variables, depth + 1)
-        return _REFERENCE.sub(lambda match: str(expand(_lookup(match.group(1), variables), variables, depth + 1)), value)
+            return expand(_lookup(whole.group(1), variables), variables, depth + 1, budget)
+        return _REFERENCE.sub(
+            lambda match: str(expand(_lookup(match.group(1), variables), variables, depth + 1, budget)), value)
     except KeyError:
         return value
 
 
+def _charge(budget, cost):
+    budget[0] -= cost
+    if budget[0] < 0:
+        raise _TooLarge()
+
+
 def expand_all(found, variables):
-    """``{key: (expanded value, source)}``."""
-    return {key: (expand(value, variables), source) for key, (value, source) in found.items()}
+    """``{key: (expanded value, source)}``; a variable whose expansion would exceed
+    ``EXPANSION_BUDGET`` stays as written."""
+    expanded = {}
+    for key, (value, source) in found.items():
+        try:
+            expanded[key] = (expand(value, variables), source)
+        except _TooLarge:
+            expanded[key] = (value, source)
+    return expanded
 
 
 def holds_inline_vault(value):

@@ -87,3 +87,33 @@ def test_expand_leaves_unknown_names_and_follows_references_of_references():
     assert ccc_migrate_inventory.expand("{{ a }}", variables) == 7
     assert ccc_migrate_inventory.expand("x-{{ b.c }}-{{ zz }}", variables) == "x-{{ b.c }}-{{ zz }}"
     assert ccc_migrate_inventory.expand("x-{{ b.c }}", variables) == "x-7"
+
+
+def test_nested_references_that_would_blow_up_are_refused_with_little_memory(tmp_path):
+    """Ten references five levels deep would expand to 10**5 copies of the text per level (a
+    memory bomb anyone with push access to the lab's inventory repository could commit): the
+    variable stays as written, is refused for its template syntax, and the rest migrates."""
+    import tracemalloc
+
+    levels = "\n".join(f"l{n}: \"{' '.join(['{{ l%d }}' % (n - 1)] * 10)}\"" for n in range(1, 6))
+    root = inventory(tmp_path, f"""\
+        mount_points: {{nfs: {{user_data: /data/u}}, local: {{}}}}
+        frpc_server: proxy.example.org
+        l0: "{'x' * 200}"
+        {levels.replace(chr(10), chr(10) + '        ')}
+        timezone_setting: "{{{{ l5 }}}}"
+        """)
+    tracemalloc.start()
+    site_tree, _, _, report = ccc_migrate.migrate(root)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    entries = by_key(report)
+    assert entries["timezone_setting"]["status"] == "refused"
+    assert "template syntax" in entries["timezone_setting"]["reason"]
+    assert site_tree["frp_client"]["server_address"] == "proxy.example.org"
+    assert peak < 64 << 20, f"migration peaked at {peak >> 20} MiB"
+
+
+def test_expansion_within_the_budget_is_complete():
+    variables = {"a": "y" * 100, "b": "{{ a }}{{ a }}"}
+    assert ccc_migrate_inventory.expand("{{ b }}-{{ b }}", variables) == "y" * 200 + "-" + "y" * 200
