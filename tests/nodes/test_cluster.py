@@ -123,9 +123,11 @@ def test_the_node_runs_what_the_roles_set_up(node, runs):
     def out(command):
         return node.exec(command, check=False).stdout.strip()
     assert out("systemctl is-active docker fail2ban nvidia-persistenced").split() == ["active"] * 3
-    assert {"docker.io", "nvidia-container-toolkit", "nvidia-headless-550"} <= set(out("apt-mark showhold").split())
+    held = set(out("apt-mark showhold").split())  # the driver branch is held; the unpinned engine and toolkit not
+    assert "nvidia-headless-550" in held and not {"docker.io", "nvidia-container-toolkit"} & held, held
     assert json.loads(out("cat /etc/docker/daemon.json"))["default-runtime"] == "nvidia"
     assert out("iptables -S DOCKER-USER").splitlines()[1] == "-A DOCKER-USER -j CCC-EGRESS"
+    assert "-A INPUT -j CCC-EGRESS-INPUT" in out("iptables -S INPUT").splitlines()  # below fail2ban's jumps, if any
     assert out("readlink /etc/localtime").endswith("Europe/Ljubljana")
     assert out("docker inspect -f '{{.State.Running}}' portainer-agent") == "true"
 
