@@ -4,13 +4,16 @@ salt-minion and dockerd) and a real salt-master configured by scripts/master_con
 
 1. the containers the original playbook made run on the nodes (its container contract: names,
    env, mounts, labels and networks as tests/integration/test_migrate_roundtrip.py knows them);
-   a user has files in their home;
+   each user has a file in their home (the test inventory with each user's real public key: a
+   copy of tests/data/ansible-inventory whose placeholder keys are replaced, and keys added for
+   the two users who had none);
 2. ``scripts/ccc-secret gen-key`` makes the master's key, ``scripts/migrate-ansible-inventory``
    writes the site pillar with the vault's secrets encrypted to it, the master serves it (the
    secrets decrypt) and the minions' keys are accepted;
 3. the cut-over, node by node, as docs/migration.md writes it (the commands it quotes are asserted
    to be in the docs): test mode, the original's containers listed and removed, ``state.apply
-   cluster``, ``state.apply containers``: every stack of the node runs, the home files are there;
+   cluster``, ``state.apply containers``: every stack of the node runs, and every user logs in
+   over SSH with their key (from the node) and finds their home file;
 4. ``salt-run ccc.status`` is all ok;
 5. a user edits their settings file and the container follows; an admin adds a user in pillar and
    their container appears without any refresh, and the user logs in over SSH with their key;
@@ -30,6 +33,7 @@ import importlib.util
 import json
 import pathlib
 import re
+import shutil
 import subprocess
 import time
 
@@ -44,6 +48,9 @@ from support.sysnode import HOST_IP, REPO, accept_minion
 pytestmark = pytest.mark.docker
 
 INVENTORY = REPO / "tests" / "data" / "ansible-inventory"
+USER_LIST = "group_vars/ccc-cluster/user-list.yml"
+USERS = {"ana-main": "ana", "bor-main": "bor", "eva-admin": "eva", "cene-thesis": "cene", "dara-course": "dara",
+         "eva-student-gpu": "eva"}
 NODES = ("gpu1", "gpu3")
 NODE_STACKS = {"gpu1": {"ana-main", "bor-main", "eva-admin"}, "gpu3": {"cene-thesis", "dara-course", "eva-student-gpu"}}
 SHARED = "/data/shared"  # the inventory's NFS mount points live below it
@@ -114,6 +121,36 @@ def work(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def user_keys(work):
+    """Each user's SSH key pair: ``{user: private key path}``."""
+    keys = {}
+    for user in sorted(set(USERS.values())):
+        keys[user] = work / "keys" / user
+        keys[user].parent.mkdir(exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{user}@laptop", "-f", str(keys[user])],
+                       check=True)
+    return keys
+
+
+@pytest.fixture(scope="module")
+def inventory(work, user_keys):
+    """The test inventory with the users' real public keys (bor's come from GitHub, a file here)."""
+    copy = work / "inventory"
+    shutil.copytree(INVENTORY, copy)
+    text = (copy / USER_LIST).read_text()
+    public = {user: key.with_suffix(".pub").read_text().strip() for user, key in user_keys.items()}
+    for user, placeholder in (("ana", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMigrationTestKeyForAnaOnly00000000000000 ana@laptop"),
+                              ("eva", "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMigrationTestKeyForEvaOnly00000000000000 eva@desk")):
+        assert placeholder in text
+        text = text.replace(placeholder, public[user])
+    for user in ("cene", "dara"):
+        assert f"    USER_NAME: {user}\n" in text
+        text = text.replace(f"    USER_NAME: {user}\n", f"    USER_NAME: {user}\n    USER_PUBKEY: \"{public[user]}\"\n")
+    (copy / USER_LIST).write_text(text)
+    return copy, public["bor"]
+
+
+@pytest.fixture(scope="module")
 def master_key(work):
     """docs/operations.md: ``ccc-secret gen-key --homedir /etc/salt/gpgkeys`` (here a test folder)."""
     keydir = work / "gpgkeys"
@@ -126,13 +163,14 @@ def master_key(work):
 
 
 @pytest.fixture(scope="module")
-def site_pillar(work, master_key):
+def site_pillar(work, master_key, inventory):
     """Step 2: the migration with the vault, secrets encrypted to the master's key."""
     keydir, fingerprint = master_key
+    source, _ = inventory
     out = work / "site-pillar"
     with Step("2a migrate-ansible-inventory"):
-        proc = subprocess.run([str(REPO / "scripts" / "migrate-ansible-inventory"), str(INVENTORY), str(out),
-                               "--vault-password-file", str(INVENTORY / ".vault-password"),
+        proc = subprocess.run([str(REPO / "scripts" / "migrate-ansible-inventory"), str(source), str(out),
+                               "--vault-password-file", str(source / ".vault-password"),
                                "--recipient", fingerprint, "--gpg-homedir", str(keydir)],
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -184,10 +222,11 @@ def shared(work):
 
 
 @pytest.fixture(scope="module")
-def originals(sysnodes, shared, site_pillar):
+def originals(sysnodes, shared, site_pillar, inventory, user_keys):
     """Step 1: the nodes as the original playbook left them: Docker from the site's mirror, its
-    networks and the containers of its contract, running; a user's file in their home."""
+    networks and the containers of its contract, running; each user's file in their home."""
     contract = _contract()
+    contract.INVENTORY, contract.GITHUB_KEY = inventory  # the inventory with the users' real keys
     cluster = yaml.safe_load((site_pillar / "site" / "cluster.sls").read_text())["ccc"]["cluster"]
     saved = subprocess.run(["docker", "save", IMAGE], capture_output=True, check=True).stdout
     networks = yaml.safe_load((INVENTORY / "group_vars" / "ccc-cluster" / "cluster-vars.yml").read_text())["docker_networks"]
@@ -210,8 +249,12 @@ def originals(sysnodes, shared, site_pillar):
                                      "-o", f"com.docker.network.bridge.name={net['internal_name']}", net["name"]])
             for stack in sorted(NODE_STACKS[node]):
                 run_original(made[node], contract.original_container(stack, node, cluster["mount_points"]), stack)
-        # A user's files, written in the original's container (the home is on the shared storage).
-        made["gpu1"].exec(["docker", "exec", "ana-main", "sh", "-c", "echo before the switch > /home/ana/notes.txt"])
+            for user, key in user_keys.items():
+                made[node].write_file(f"/root/keys/{user}", key.read_text(), mode="0600")
+        # Each user's file, written in the original's container (the home is on the shared storage).
+        for node in NODES:
+            for stack in NODE_STACKS[node]:
+                made[node].exec(["docker", "exec", stack, "sh", "-c", f"echo {stack} before the switch > /home/{USERS[stack]}/notes.txt"])
     return made
 
 
@@ -314,9 +357,24 @@ def test_3_cut_over_node_by_node_as_docs_migration_writes_it(master, minions):
         with Step(f"3 cut-over {node}: state.apply containers"):
             assert_states_ok(salt(master, node, *documented("salt <node> state.apply containers").split()[2:]))
         assert running_stacks(made, managed=True) == NODE_STACKS[node]
-    # The user's files are in the new container's home.
-    notes = minions["gpu1"].exec(["docker", "exec", "ana-main", "cat", "/home/ana/notes.txt"]).stdout
-    assert notes == "before the switch\n"
+
+
+def ssh_from_node(node, stack, user, command, key=None, timeout=60):
+    """``ssh`` from the node into ``stack`` (its address on its first network) as ``user``."""
+    attrs = json.loads(node.exec(["docker", "inspect", stack]).stdout)[0]
+    address = next(iter(attrs["NetworkSettings"]["Networks"].values()))["IPAddress"]
+    argv = ["ssh", "-i", key or f"/root/keys/{user}", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", f"{user}@{address}", command]
+    return wait_for(f"{user} logs in to {stack}", lambda: (r := node.exec(argv, check=False)).returncode == 0 and r,
+                    timeout=timeout)
+
+
+def test_3_every_user_logs_in_over_ssh_with_their_key_and_finds_their_home_files(minions):
+    with Step("3 every user logged in over SSH"):
+        for node in NODES:
+            for stack in sorted(NODE_STACKS[node]):
+                logged = ssh_from_node(minions[node], stack, USERS[stack], "id -un; cat ~/notes.txt")
+                assert logged.stdout == f"{USERS[stack]}\n{stack} before the switch\n", (stack, logged.stdout)
 
 
 def status(master):
@@ -387,12 +445,8 @@ def test_5_an_admin_adds_a_user_and_they_log_in_over_ssh(master, minions, site_p
                  timeout=120)
     node = minions["gpu1"]
     node.write_file("/root/id_new", key.read_text(), mode="0600")
-    address = json.loads(node.exec(["docker", "inspect", "newu-main"]).stdout)[0]["NetworkSettings"]["Networks"][
-        "lab-unrestricted"]["IPAddress"]
-    ssh = ["ssh", "-i", "/root/id_new", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-           "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", f"newu@{address}", "id -un; pwd"]
     with Step("5c first SSH login of the new user"):
-        logged = wait_for("newu logs in", lambda: (r := node.exec(ssh, check=False)).returncode == 0 and r, timeout=60)
+        logged = ssh_from_node(node, "newu-main", "newu", "id -un; pwd", key="/root/id_new")
     assert logged.stdout.split() == ["newu", "/home/newu"]
 
 
