@@ -60,8 +60,8 @@ def test_dry_run_on_node1_reports_what_would_change(tmp_path):
     chain = results["ccc-cluster-docker-firewall-chain"]
     assert chain["result"] in (None, True)
     if chain["result"] is None:
-        assert chain["changes"]["chain"]["added"][0] == "-A CCC-EGRESS -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
-        assert chain["changes"]["chain"]["added"][-1].endswith("-d 10.0.0.0/8 -i ccc1-stude -j DROP")
+        assert chain["changes"]["ipv4 CCC-EGRESS"]["added"][0] == "-A CCC-EGRESS -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"
+        assert chain["changes"]["ipv4 CCC-EGRESS"]["added"][-1].endswith("-d 10.0.0.0/8 -i ccc1-stude -j DROP")
     login = results["ccc-cluster-docker-registry-registry.example.org"]
     assert (login["result"], login["comment"]) in ((None, "would log in to registry.example.org"),
                                                     (True, "logged in to registry.example.org"))
