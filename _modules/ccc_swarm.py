@@ -159,6 +159,49 @@ def overlay_present(stack, settings=None):
         return ccc_swarm_engine.ensure_overlay(client, stack, _node()["state_dir"], encrypted=ccc_swarm.encrypted(settings))
 
 
+def agent_overlay(container, network, wanted, settings=None, test=False):
+    """
+    The Portainer agent ``container`` on the agents' overlay ``network`` (its swarm mode,
+    ``ccc:docker:portainer_agent:swarm``), with its aliases ``<node>_agent`` and the agents'
+    shared one: attached when ``wanted`` (the leader creates the overlay when missing; elsewhere
+    ``"pending"`` until the leader's agent made it), else detached, and on the leader the overlay
+    removed once no agent uses it. Returns ``{"status", "network", "aliases", "leader"}``
+    (status: attached, connected, created, pending, detached, absent; ``overlay``: what became of
+    the network when detached).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_swarm.agent_overlay portainer-agent portainer-agent-network True test=True
+    """
+    settings = _settings(settings)
+    leader = ccc_swarm.is_leader(settings, __grains__["id"])
+    aliases = [ccc_swarm.agent_alias(__grains__["id"]), ccc_swarm.AGENT_CLUSTER_ALIAS]
+    done = {"network": network, "aliases": aliases, "leader": settings["leader"]}
+    state_dir = _node()["state_dir"]
+    with ccc_engine.session(_node(), CommandExecutionError) as client:
+        if not wanted:
+            return dict(done, **ccc_swarm_engine.agent_detached(client, container, network, leader, test=test))
+        if ccc_swarm_engine.swarm_info(client).get("LocalNodeState") != "active":
+            if test:
+                return dict(done, status="connected")  # the swarm is joined first in a real run
+            raise CommandExecutionError("this node is not in an active swarm: its Portainer agent cannot join "
+                                        f"{network} (the swarm role's state says why)")
+        attrs = ccc_engine.inspect(client, container)
+        if attrs is None:
+            return dict(done, status="connected" if test else "no container")
+        overlay = {"network": network, "aliases": aliases, "alias": aliases[0], "creator": leader,
+                   "definition": ccc_swarm.agent_overlay_definition(network, ccc_swarm.encrypted(settings))}
+        if test:
+            joining = ccc_swarm_engine.would_join({"overlay": overlay}, attrs)
+            return dict(done, status="connected" if joining else "attached")
+        try:
+            return dict(done, status=ccc_swarm_engine.attach(client, container, overlay, state_dir))
+        except ccc_engine.docker.errors.APIError as exc:
+            raise CommandExecutionError(f"{container} could not join {network}: {exc.explanation or exc}") from None
+
+
 def leave(settings=None, test=False):
     """
     Leave the swarm (the role is ``absent``): the leader first removes this role's unused

@@ -61,6 +61,40 @@ def overlays(name, settings):
     return ccc_state_ret.result(name, None if (test and changes) else True, changes, comment)
 
 
+def agent_overlay(name, container, wanted, settings):
+    """The Portainer agent on the agents' overlay ``name`` (its swarm mode) or off it: created by
+    the swarm leader only; a node that finds it missing says pending (its agent keeps running)."""
+    test = bool(__opts__["test"])
+    try:
+        done = __salt__["ccc_swarm.agent_overlay"](container=container, network=name, wanted=wanted,
+                                                   settings=settings, test=test)
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, {}, str(exc))
+    would = "would be " if test else ""
+    if not wanted:
+        changes = {key: value for key, value in (("detached", container if done["detached"] else None),
+                                                 ("overlay", "removed" if done["overlay"] == "removed" else None))
+                   if value}
+        comment = f"{container} {would + 'detached from' if done['detached'] else 'not on'} {name}"
+        comment += {"removed": f"; {name} {would}removed", "in use": f"; {name} kept while other agents use it",
+                    "foreign": f"; {name} was not made by ccc-salt: kept"}.get(done["overlay"], "")
+        return ccc_state_ret.result(name, None if (test and changes) else True, changes, comment)
+    aliases = ", ".join(done["aliases"])
+    if done["status"] == "pending":
+        return ccc_state_ret.result(name, True, {}, f"{name} pending: it does not exist yet; the swarm leader "
+                                                    f"{done['leader']} creates it when its own agent joins it, and "
+                                                    f"{container} joins it at this node's next apply")
+    if done["status"] == "no container":
+        return ccc_state_ret.result(name, False, {}, f"{container} is not running: it cannot join {name}")
+    if done["status"] == "attached":
+        return ccc_state_ret.result(name, True, {}, f"{container} is on {name} as {aliases}")
+    changes = {"attached": container, "aliases": done["aliases"],
+               **({"network_created": name} if done["status"] == "created" else {})}
+    return ccc_state_ret.result(name, None if test else True, changes,
+                                f"{container} {would}attached to {name} as {aliases}"
+                                + (" (created it: this node is the swarm leader)" if done["status"] == "created" else ""))
+
+
 def left(name, settings):
     """The role is ``absent``: leave the swarm (never forced: a manager fails with why)."""
     test = bool(__opts__["test"])

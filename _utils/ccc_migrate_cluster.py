@@ -55,6 +55,7 @@ SIMPLE = {
     "portainer_ui_image": "docker:portainer_ui:image",
     "portainer_ui_storage_path": "docker:portainer_ui:storage_path",
     "portainer_ui_publish_port": "docker:portainer_ui:publish_port",
+    "portainer_network_overlay": "docker:portainer_agent:overlay",
 }
 # original on/off variable -> role
 SWITCHES = {
@@ -69,6 +70,8 @@ NOT_MAPPED = {
     "docker_portainer_agent": "stale in the original (no role read it)",
     "docker_portainer_publish_ip": "stale in the original (no role read it)",
     "patroller_publish_ip": "stale in the original (no role read it)",
+    "portainer_network_lockfile": "not needed: the swarm leader alone creates the agents' overlay, no lock file "
+                                  "(set ccc:docker:portainer_agent:swarm for the agents' swarm mode)",
     "fail2ban_enabled": "unused in the original; ccc:roles:fail2ban switches the role",
     "mellanox_enabled": "the mellanox role runs only when ccc:only_roles names it, as the original's mellanox-driver",
     "inotify_sysctl_file": "ccc-salt writes /etc/sysctl.d/60-ccc-inotify.conf",

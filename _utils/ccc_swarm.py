@@ -49,6 +49,40 @@ def overlay_definition(stack, encrypted=True):
             "options": {ENCRYPTED_OPTION: ""} if encrypted else {}}
 
 
+# The Portainer agents' overlay (the original's portainer_network_overlay): one network for the
+# whole swarm, made by the leader like the stacks' (never by a lock file in user space), labelled
+# apart from them so the stacks' prune never touches it.
+AGENT_OVERLAY_LABEL = "ccc.swarm-agent-overlay"
+# Alias every agent shares on that overlay: AGENT_CLUSTER_ADDR, so each agent finds the others by
+# DNS (the original set localhost there: each agent only ever found itself).
+AGENT_CLUSTER_ALIAS = "ccc-portainer-agents"
+
+
+def agent_alias(node):
+    """Each agent's own name on the overlay (the original's ``<host>_agent``)."""
+    return f"{node}_agent"
+
+
+def agent_overlay_definition(name, encrypted=True):
+    """The ``create_network`` arguments of the agents' overlay: attachable, internal (the agents
+    talk to each other only), encrypted like the stacks' unless ``ccc:swarm:encrypted`` is false."""
+    return {"name": name, "driver": "overlay", "attachable": True, "internal": True, "check_duplicate": True,
+            "labels": {AGENT_OVERLAY_LABEL: "portainer"}, "options": {ENCRYPTED_OPTION: ""} if encrypted else {}}
+
+
+def is_agent_overlay(network):
+    """Whether a network (summary or inspect) is the agents' overlay this role made."""
+    return ((network or {}).get("Labels") or {}).get(AGENT_OVERLAY_LABEL) == "portainer" \
+        and (network or {}).get("Driver") == "overlay"
+
+
+def agent_swarm_mode(agent, role_is_on):
+    """Whether this node's Portainer agent runs in swarm mode: the agent and its ``swarm`` switch
+    on (``ccc:docker:portainer_agent``) and the swarm role on for the node."""
+    return bool(role_is_on) and ccc_rules.truthy((agent or {}).get("enabled")) \
+        and ccc_rules.truthy((agent or {}).get("swarm"))
+
+
 def encrypted(settings):
     """``ccc:swarm:encrypted`` (default true): whether the stacks' overlays are made encrypted."""
     return (settings or {}).get("encrypted", True) is not False

@@ -87,8 +87,7 @@ def _creation_lock(state_dir):
 
 def find_overlay(client, stack):
     """The network named ``overlay-<stack>`` (summary), ``None`` when there is none here."""
-    name = ccc_swarm.overlay_name(stack)
-    return next((net for net in client.api.networks(names=[name]) if net.get("Name") == name), None)
+    return find_network(client, ccc_swarm.overlay_name(stack))
 
 
 def ours(client):
@@ -101,17 +100,28 @@ def ours(client):
     return found
 
 
+def find_network(client, name):
+    """The network named ``name`` (summary), ``None`` when this engine sees none."""
+    return next((net for net in client.api.networks(names=[name]) if net.get("Name") == name), None)
+
+
 def ensure_overlay(client, stack, state_dir, test=False, encrypted=True):
     """Create the stack's overlay unless it exists; ``"present"``, ``"created"`` (or would be)."""
-    if find_overlay(client, stack) is not None:
+    return ensure_network(client, ccc_swarm.overlay_definition(stack, encrypted), state_dir, test=test)
+
+
+def ensure_network(client, definition, state_dir, test=False):
+    """Create the overlay ``definition`` (``create_network`` arguments) unless a network of its
+    name exists, under the leader's creation lock; ``"present"``, ``"created"`` (or would be)."""
+    if find_network(client, definition["name"]) is not None:
         return "present"
     if test:
         return "created"
     with _creation_lock(state_dir):
-        if find_overlay(client, stack) is not None:
+        if find_network(client, definition["name"]) is not None:
             return "present"
         try:
-            client.api.create_network(**ccc_swarm.overlay_definition(stack, encrypted))
+            client.api.create_network(**definition)
         except ccc_engine.docker.errors.APIError as exc:
             if "already exists" in str(exc.explanation or exc):
                 return "present"
@@ -136,6 +146,12 @@ def remove_overlay(client, stack, test=False, wait=RELEASE_WAIT, clock=time.mono
         return "absent"
     if ccc_swarm.stack_of_overlay(net.get("Name"), net.get("Labels")) != stack:
         return "foreign"
+    return remove_network(client, net, test=test, wait=wait, clock=clock, sleep=sleep)
+
+
+def remove_network(client, net, test=False, wait=RELEASE_WAIT, clock=time.monotonic, sleep=time.sleep):
+    """Remove the network ``net`` (summary) unless something uses it, waiting up to ``wait``
+    seconds for other nodes' endpoints that are leaving: ``"removed"``, ``"in use"``, ``"absent"``."""
     if test:
         return "removed"
     deadline = clock() + wait
@@ -182,26 +198,28 @@ def _aliases(attrs, network):
 def attach(client, container, overlay, state_dir):
     """
     Attach ``container`` to its stack's overlay with the node name as alias (``overlay``:
-    ``ccc_swarm.attachment``). Returns ``"attached"`` (already), ``"connected"``, ``"created"``
+    ``ccc_swarm.attachment``; or any overlay with its ``aliases`` and the ``definition`` the
+    leader creates it from, as the Portainer agents' is). Returns ``"attached"`` (already), ``"connected"``, ``"created"``
     (the leader made the overlay first) or ``"pending"`` (no overlay yet on a node that does not
     create them). Docker errors other than a missing network are raised.
     """
-    network, alias = overlay["network"], overlay["alias"]
+    network, aliases = overlay["network"], overlay.get("aliases") or [overlay["alias"]]
     attrs = ccc_engine.inspect(client, container) or {}
     if network in ccc_engine.attached_networks(attrs):
-        if alias in _aliases(attrs, network):
+        if set(aliases) <= set(_aliases(attrs, network)):
             return "attached"
         client.api.disconnect_container_from_network(container, network)
     try:
-        client.api.connect_container_to_network(container, network, aliases=[alias])
+        client.api.connect_container_to_network(container, network, aliases=aliases)
         return "connected"
     except ccc_engine.docker.errors.APIError as exc:
         if not _no_such_network(exc):
             raise
         if not overlay["creator"]:
             return "pending"
-    ensure_overlay(client, overlay["stack"], state_dir, encrypted=overlay.get("encrypted", True))
-    client.api.connect_container_to_network(container, network, aliases=[alias])
+    ensure_network(client, overlay.get("definition") or
+                   ccc_swarm.overlay_definition(overlay["stack"], overlay.get("encrypted", True)), state_dir)
+    client.api.connect_container_to_network(container, network, aliases=aliases)
     return "created"
 
 
@@ -257,3 +275,23 @@ def prune(client, wanted, test=False):
         if status in done:
             done[status].append(ccc_swarm.overlay_name(stack))
     return done
+
+
+
+def agent_detached(client, container, name, leader, test=False):
+    """
+    The Portainer agent's swarm mode switched off on this node: ``container`` leaves the agents'
+    overlay ``name``; on the leader the overlay is then removed if it is ours and no other
+    node's agent still uses it. Returns ``{"detached": bool, "overlay": status}`` (status of
+    ``remove_network``, ``"kept"`` off the leader, ``"foreign"`` when not ours).
+    """
+    attrs = ccc_engine.inspect(client, container) or {}
+    detached = name in ccc_engine.attached_networks(attrs)
+    if detached and not test:
+        client.api.disconnect_container_from_network(container, name)
+    net = find_network(client, name)
+    if not leader or net is None:
+        return {"detached": detached, "overlay": "kept" if net is not None else "absent"}
+    if not ccc_swarm.is_agent_overlay(net):
+        return {"detached": detached, "overlay": "foreign"}
+    return {"detached": detached, "overlay": remove_network(client, net, test=test)}

@@ -6,7 +6,9 @@
     The agent never gets docker.sock: its own filtering proxy (_utils/ccc_docker_api.py) passes the
     read-only dashboard calls (docker_api: read-only, the default; the volumes folder read-only too)
     or, only where the admin says docker_api: full, every call (host root for whoever controls
-    Portainer). Another value fails the state, naming the choices.
+    Portainer). Another value fails the state, naming the choices. Swarm mode (agent.swarm, on a node
+    whose swarm role is on) adds AGENT_CLUSTER_ADDR here; the swarm role attaches the agent to the
+    agents' overlay afterwards (cluster/swarm, ccc_swarm.agent_overlay), so the spec keeps no overlay.
     The Portainer server (ccc:docker:portainer_ui, spec from _utils/ccc_portainer.py) gets no Docker
     API at all: it manages nodes through their agents; its database folder is made root-only. #}
 {%- from tpldir ~ "/map.jinja" import docker with context %}
@@ -14,12 +16,15 @@
 {%- if agent.enabled | to_bool %}
 {%- set has_secret = 'agent_secret' in salt['pillar.get']('ccc:secrets:portainer', {}) %}
 {%- set full = agent.docker_api == "full" %}
+{#- swarm mode: AGENT_CLUSTER_ADDR here; the overlay is joined by the swarm role (cluster/swarm) #}
+{%- set agent_swarm = salt['ccc_portainer.agent_swarm'](agent) %}
 {%- set spec = {
       "image": agent.image, "role": "docker", "former_roles": ["docker-portainer-agent"],
       "ports": {"9001/tcp": [agent.publish_ip, agent.publish_port | int]},
       "binds": [{"source": "/var/lib/docker/volumes", "target": "/var/lib/docker/volumes", "read_only": not full}],
       "docker_api": "portainer-" ~ agent.docker_api,
       "restart": "always",
+      "env": agent_swarm.env,
       "secret_env": {"AGENT_SECRET": ["portainer", "agent_secret"]} if has_secret else {},
       "secret_env_inline": True} %}
 {#- haproxy (Debian's) is the agent's Docker API proxy, run by systemd per container #}

@@ -13,6 +13,19 @@ ccc-cluster-swarm-overlays:
     - settings: {{ swarm | json }}
     - require:
       - ccc_swarm: ccc-cluster-swarm-member
+{#- the Portainer agent's swarm mode (ccc:docker:portainer_agent:swarm): its agent on the agents'
+    overlay as <node>_agent, made by the leader's agent only; off: detached, and the leader removes
+    the overlay once no agent uses it. After the docker role's agent container (cluster order). #}
+{%- set agent = salt['ccc_cluster.role_settings']('docker').get('portainer_agent') or {} %}
+
+ccc-cluster-swarm-portainer-agent:
+  ccc_swarm.agent_overlay:
+    - name: {{ agent.overlay | json }}
+    - container: {{ agent.name | json }}
+    - wanted: {{ salt['ccc_portainer.agent_swarm'](agent).on | json }}
+    - settings: {{ swarm | json }}
+    - require:
+      - ccc_swarm: ccc-cluster-swarm-member
 {%- else %}
 ccc-cluster-swarm-off:
   test.succeed_without_changes:
