@@ -1,7 +1,7 @@
 """
 State module ``ccc_hostkeys`` (the sshd_hostkeys role): ``backed_up`` keeps root-only tar
 copies of the shared SSH host key sets on this node, writing one only when the sets changed;
-``node_copies_current`` moves sets left at the old place into the key store and brings rotated
+``node_copies_current`` moves sets left in the state dir into a key store the admin set elsewhere and brings rotated
 sets to this node's container copies.
 """
 
@@ -72,9 +72,9 @@ def backed_up(name, keep=5):
 
 def node_copies_current(name):
     """
-    ``name``: the node's ``sshd_data`` folder. Key sets still at their old place on the
-    user-data share (``<state_dir>/host-keys``, readable in ``ADMIN_USER_ACCESS`` containers) are
-    moved into the key store first (``ccc_hostkeys.migrate``). Every stack with a node copy there gets its
+    ``name``: the node's ``sshd_data`` folder. Key sets still in the
+    state dir (``<state_dir>/host-keys``) are moved into ``host_keys:store_dir`` first, when the
+    admin set one (``ccc_hostkeys.migrate``). Every stack with a node copy there gets its
     shared set again when that set changed (``ccc_hostkeys.rotate``), file by file, atomically;
     a container serves the new keys after its next restart. Stacks are never added here (the
     containers role does that), and nothing changes while the shared storage is away.
@@ -95,7 +95,7 @@ def node_copies_current(name):
         ret["changes"]["moved to the key store"] = moved
     if not stale:
         ret["comment"] = "the node's host key copies match the shared sets" + (
-            f"; moved {len(moved)} key set(s) from the user-data share into {where['root']}" if moved else "")
+            f"; moved {len(moved)} key set(s) from the state dir into {where['root']}" if moved else "")
         return ret
     if __opts__["test"]:
         ret.update(result=None, changes={"refresh": stale},

@@ -12,6 +12,7 @@ reports its absence (``docker is None``).
 import contextlib
 import threading
 
+import ccc_covers
 import ccc_node_record
 import ccc_redact
 import ccc_rules
@@ -96,6 +97,10 @@ def create_kwargs(client, spec):
         docker.types.Mount(target=m["target"], source=m["source"], type="bind", read_only=m["read_only"],
                            propagation=m.get("propagation"))
         for m in spec["mounts"]
+    ] + [  # ccc_covers: an empty read-only tmpfs over a root-only folder inside a bind
+        docker.types.Mount(target=target, source=None, type="tmpfs", read_only=True,
+                           tmpfs_size=ccc_covers.SIZE, tmpfs_mode=ccc_covers.MODE)
+        for target in spec.get("covers") or []
     ]
     device_requests = []
     if spec["device_ids"]:
@@ -133,6 +138,7 @@ def spec_of_container(attrs):
     host = attrs.get("HostConfig") or {}
     env = dict(item.split("=", 1) for item in config.get("Env") or [] if "=" in item)
     requests = host.get("DeviceRequests") or []
+    covers = [m.get("Target") for m in host.get("Mounts") or [] if m.get("Type") == "tmpfs"]
     return {
         "image": config.get("Image"),
         "hostname": config.get("Hostname"),
@@ -141,8 +147,9 @@ def spec_of_container(attrs):
         "mounts": [
             {"source": m.get("Source"), "target": m.get("Target"), "read_only": bool(m.get("ReadOnly")),
              **({"propagation": m["BindOptions"]["Propagation"]} if (m.get("BindOptions") or {}).get("Propagation") else {})}
-            for m in host.get("Mounts") or []
+            for m in host.get("Mounts") or [] if m.get("Type", "bind") == "bind"
         ],
+        **({"covers": covers} if covers else {}),
         "networks": sorted(attached_networks(attrs)),
         "exposed_ports": sorted(int(p.split("/")[0]) for p in (config.get("ExposedPorts") or {})),
         "shm_size": host.get("ShmSize"),

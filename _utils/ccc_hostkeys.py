@@ -5,12 +5,13 @@ CCC images read their sshd host keys from ``/home/.sshd/keys/ssh_host_{rsa,ecdsa
 The original mounted one node-wide folder there, so root in any container could read every
 other container's host key and impersonate its sshd. Here each stack gets its own set:
 
-* generated once per STACK_NAME into the shared key store (``store_root``: by default
-  ``.ccc-host-keys`` next to the user-data root, i.e. ``<store>/host-keys/<STACK>``, root-only),
-  so the keys stay the same when the container moves to another node. The store is on the
-  shared storage but under no container's bind: ``ADMIN_USER_ACCESS`` containers mount the whole
-  user-data root, so the sets once kept in ``<state_dir>`` (below it) were readable there; they
-  are moved to the store (``migrate``) at the next deploy, keys unchanged;
+* generated once per STACK_NAME into the shared key store (``store_root``: by default the
+  cluster state dir, ``<state_dir>/host-keys/<STACK>``, root-only, on the user-data share), so the
+  keys stay the same when the container moves to another node. The state dir lies below the
+  user-data root, which ``ADMIN_USER_ACCESS`` containers mount: ``ccc_covers`` hides it in them
+  under an empty read-only tmpfs. An admin may set ``ccc:cluster:host_keys:store_dir`` to a
+  folder no container mounts instead; sets at the state dir are then moved there (``migrate``)
+  at the next deploy, keys unchanged;
 * copied to the node (``<sshd_data>/stacks/<STACK>/keys``, root-only, private keys 0600) and
   mounted read-only at ``/home/.sshd``: it works while the shared storage is away and users can
   never replace it. Only the stack's own container binds that folder.
@@ -83,33 +84,28 @@ def _generate(folder, stack, rsa_bits):
                 handle.write(data)
 
 
-STORE_NAME = ".ccc-host-keys"
-
-
 def store(cluster):
     """
-    The shared key store of ``cluster`` (``cluster_settings``) as ``{"root", "share", "legacy"}``:
-    ``root`` is ``ccc:cluster:host_keys:store_dir``, by default ``.ccc-host-keys`` next to the
-    user-data root (``/data/shared/.ccc-host-keys``); ``share`` the user-data root when the store is
-    that default (it must then be on the same file system: the same share, see ``_store``);
-    ``legacy`` the old place (``ccc:cluster:state_dir``, below the user-data root).
-    ``ValueError`` when the store lies below (or holds) a folder that containers mount.
+    The shared key store of ``cluster`` (``cluster_settings``) as ``{"root", "legacy"}``: ``root``
+    is ``ccc:cluster:host_keys:store_dir``, by default ``ccc:cluster:state_dir`` (on the user-data
+    share, covered in containers by ``ccc_covers``); ``legacy`` the state dir, where sets are
+    moved from when the admin set another store. ``ValueError`` for a store_dir that lies below
+    (or holds) a folder that containers mount.
     """
-    configured = (cluster.get("host_keys") or {}).get("store_dir")
-    return {"root": store_root(cluster), "share": None if configured else cluster["mount_points"]["nfs"]["user_data"],
-            "legacy": cluster.get("state_dir")}
+    return {"root": store_root(cluster), "legacy": cluster.get("state_dir")}
 
 
 def _spec(where):
-    """A ``store`` dict from itself or a plain root path (no share check, no old place)."""
-    return where if isinstance(where, dict) else {"root": str(where), "share": None, "legacy": None}
+    """A ``store`` dict from itself or a plain root path (no old place)."""
+    return where if isinstance(where, dict) else {"root": str(where), "legacy": None}
 
 
 def store_root(cluster):
-    """``store(cluster)["root"]``: ``ccc:cluster:host_keys:store_dir`` or its default."""
+    """``store(cluster)["root"]``: ``ccc:cluster:host_keys:store_dir`` (checked) or the state dir."""
     configured = (cluster.get("host_keys") or {}).get("store_dir")
-    user_data = cluster["mount_points"]["nfs"]["user_data"].rstrip("/")
-    root = os.path.normpath(str(configured)) if configured else os.path.join(os.path.dirname(user_data), STORE_NAME)
+    if not configured:
+        return os.path.normpath(cluster["state_dir"])
+    root = os.path.normpath(str(configured))
     if not os.path.isabs(root):
         raise ValueError(f"ccc:cluster:host_keys:store_dir must be an absolute path, got {configured!r}")
     mounted = [path for group in cluster["mount_points"].values() for path in group.values()]
@@ -118,28 +114,20 @@ def store_root(cluster):
         path = os.path.normpath(str(path))
         if root == path or root.startswith(path.rstrip("/") + "/") or path.startswith(root.rstrip("/") + "/"):
             raise ValueError(f"the host key store {root} must not be {path} or hold it or lie below it: containers mount "
-                             "that folder (set ccc:cluster:host_keys:store_dir elsewhere on the shared storage)")
+                             "that folder (leave ccc:cluster:host_keys:store_dir unset to keep the keys in the state dir)")
     return root
 
 
-def _store(root, share=None):
-    """``<root>/host-keys`` (root and it made root-only when missing); the storage above ``root``
-    must be there: a missing one is an unmounted share, never created. With ``share`` (the
-    user-data root, for the default store) the store must be on its file system: where the
-    user-data root is a mount of its own (one NFS export per folder), the folder next to it is
-    the node's own disk, and keys generated there would not follow a container to another node."""
+def _store(root):
+    """``<root>/host-keys`` (made root-only; ``root`` made 0700 when missing); the storage above
+    ``root`` must be there: a missing one is an unmounted share, never created."""
     parent = os.path.dirname(root.rstrip("/"))
     if not os.path.isdir(parent):
         raise FileNotFoundError(f"{parent} does not exist on this node (storage not mounted?)")
-    if share and os.path.isdir(share) and os.stat(parent).st_dev != os.stat(share).st_dev:
-        raise FileNotFoundError(f"the host key store {root} would be on another file system than {share} (its own "
-                                "mount): keys kept there would not follow containers to other nodes; set "
-                                "ccc:cluster:host_keys:store_dir to a folder of storage every node mounts and no "
-                                "container does (docs/pillar.md)")
     os.makedirs(root, mode=0o700, exist_ok=True)
-    os.chmod(root, 0o700)
     store = os.path.join(root, "host-keys")
     os.makedirs(store, mode=0o700, exist_ok=True)
+    os.chmod(store, 0o700)
     return store
 
 
@@ -178,10 +166,10 @@ def _move_set(source, target):
 
 def migrate(where):
     """
-    Move the key sets (and retired sets) kept below the old place (``where["legacy"]``, the
-    state dir on the user-data share, where ``ADMIN_USER_ACCESS`` containers could read them)
-    into the store, keys unchanged, and remove them there. Returns the moved names (``[]`` when
-    there is nothing to move: a ``stat`` per call). Safe on several nodes at once.
+    Move the key sets (and retired sets) kept in the state dir (``where["legacy"]``) into a
+    store the admin set elsewhere (``host_keys:store_dir``), keys unchanged, and remove them
+    there; nothing to do for the default store (the state dir itself). Returns the moved names
+    (``[]`` when there is nothing to move: a ``stat`` per call). Safe on several nodes at once.
     """
     where = _spec(where)
     root, legacy_root = where["root"], where["legacy"]
@@ -192,7 +180,7 @@ def migrate(where):
         old = os.path.join(legacy_root, kind)
         if not os.path.isdir(old) or os.path.islink(old):
             continue
-        target_dir = _store(root, where["share"]) if kind == "host-keys" else _retired_store(root, where["share"])
+        target_dir = _store(root) if kind == "host-keys" else _retired_store(root)
         for name in sorted(os.listdir(old)):
             folder = os.path.join(old, name)
             if name.startswith(".") or os.path.islink(folder) or not os.path.isdir(folder):
@@ -208,15 +196,15 @@ def migrate(where):
     return moved
 
 
-def _retired_store(root, share=None):
-    _store(root, share)
+def _retired_store(root):
+    _store(root)
     os.makedirs(retired_dir(root), mode=0o700, exist_ok=True)
     return retired_dir(root)
 
 
-def _shared_set(root, stack, rsa_bits, share=None):
+def _shared_set(root, stack, rsa_bits):
     """The folder of the shared key set of ``stack``, generated if needed; its parent must exist."""
-    store_dir = _store(root, share)
+    store_dir = _store(root)
     final = os.path.join(store_dir, stack)
     if all(os.path.isfile(os.path.join(final, name)) for name in key_files()):
         return final
@@ -284,7 +272,7 @@ def ensure(sshd_data, where, stack, rsa_bits=3072):
         if source is None:
             return False
     else:
-        source = _shared_set(where["root"], stack, rsa_bits, where["share"])
+        source = _shared_set(where["root"], stack, rsa_bits)
     wanted = _read_set(source)
     changed = [name for name in key_files() if local.get(name) != wanted[name]]
     if not changed:
@@ -333,7 +321,7 @@ def rotate(where, stack, rsa_bits=3072, now=None):
     where = _spec(where)
     migrate(where)
     root = where["root"]
-    store_dir = _store(root, where["share"])
+    store_dir = _store(root)
     final = os.path.join(store_dir, stack)
     temporary = os.path.join(store_dir, f".{stack}.tmp-{secrets.token_hex(8)}")
     os.mkdir(temporary, 0o700)

@@ -8,6 +8,7 @@ import copy
 import hashlib
 import json
 
+import ccc_covers
 import ccc_device_groups
 import ccc_mounts
 import ccc_pillar
@@ -276,6 +277,8 @@ def _build_spec(cluster, record, settings, user_type, facts, result):
     image, image_info = _choose_image(cluster, record, settings, facts, result, errors)
     mounts, result["directories"], mount_errors = ccc_mounts.container_mounts(cluster, settings, user_type, facts)
     errors.extend(mount_errors)
+    covered = ccc_covers.covers(cluster, mounts)  # root-only folders inside a bind: an empty tmpfs there
+    result["directories"].extend(ccc_covers.folders(covered))
     device_ids = _gpus(user_type, record, facts, result)
     environment = _environment(cluster, settings, facts, image, device_ids, result, errors)
     labels, ports = _labels(settings, facts.name, image_info)
@@ -288,6 +291,7 @@ def _build_spec(cluster, record, settings, user_type, facts, result):
         "environment": dict(sorted(environment.items())),
         "labels": dict(sorted(labels.items())),
         "mounts": mounts,
+        **({"covers": [cover["target"] for cover in covered]} if covered else {}),
         "networks": networks,
         "exposed_ports": ports,
         "shm_size": ccc_schema.parse_size(settings.get("SHM_SIZE") or cluster["shm_size_default"]),

@@ -11,6 +11,7 @@ import pytest
 from support import fail2ban_check, site
 
 import ccc_hostkeys
+import ccc_pillar
 
 ROLES = "fail2ban,nvidia,inotify,sshd_hostkeys"
 NODES = ("node1", "node2", "node3")
@@ -26,7 +27,8 @@ def rendered(tmp_path_factory):
         salt_node = site.SaltNode(root / "work", node, "unix:///nonexistent.sock", root / "storage",
                                   extra_ccc={"only_roles": ROLES})
         if node == "node1":
-            store = ccc_hostkeys.store_root(site.node_ccc(node, root / "storage", "unix:///nonexistent.sock")["cluster"])
+            ccc = site.node_ccc(node, root / "storage", "unix:///nonexistent.sock")
+            store = ccc_hostkeys.store_root(ccc_pillar.cluster_settings(ccc))
             ccc_hostkeys.ensure(str(root / "storage" / "local" / "sshd_data"), store, "box", rsa_bits=1024)
         output, _ = salt_node.salt_call("state.apply", "cluster", "test=True", check=False)
         assert isinstance(output, dict), output

@@ -746,3 +746,20 @@ def test_invalid_admin_record_holds(changes, fragment):
     result = resolve(ccc=site(containers={"ana-main": changes}))
     assert result["action"] == "hold"
     assert any(fragment in e for e in result["admin_errors"]), result["admin_errors"]
+
+
+def test_root_only_folders_inside_a_bind_are_covered_by_an_empty_tmpfs():
+    """``ccc_covers``: the state dir (and the host keys in it) lies below the user-data root that
+    ADMIN_USER_ACCESS containers mount; only those containers get a cover (and a new spec hash),
+    the folder made root-only first so Docker never creates the mount point itself."""
+    spec, result = run_spec("ana-main", ccc=site(containers={"ana-main": {"ADMIN_USER_ACCESS": True}}))
+    assert spec["covers"] == ["/storage/admin/users/.ccc-salt"]
+    assert {"root": f"{SHARED}/user_data", "parts": [".ccc-salt"], "owner": (0, 0), "mode": 0o700,
+            "path": f"{SHARED}/user_data/.ccc-salt"} in result["directories"]
+    plain, _ = run_spec("ana-main")
+    assert "covers" not in plain
+    # A state dir the admin put on the group share (every container mounts it) is covered everywhere;
+    # a key store below it needs no cover of its own.
+    moved = {"cluster": {"state_dir": f"{SHARED}/group_data/.ccc", "host_keys": {"store_dir": f"{SHARED}/group_data/.ccc/k"}}}
+    spec, _ = run_spec("ana-main", ccc=site(containers={"ana-main": {"ADMIN_USER_ACCESS": True}}, **moved))
+    assert spec["covers"] == ["/storage/group/.ccc"]
