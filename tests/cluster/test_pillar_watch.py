@@ -17,8 +17,11 @@ from .test_redeploy import EDIT_TIMEOUT, SETTLE, settings_dir, shm_of, wait_for
 pytestmark = pytest.mark.docker
 
 GIB = 1024**3
-# the watch's interval (scripts/master_config.py) + refresh + one full apply of the node
-REACH_TIMEOUT = 60
+# The chain's budget: the watch's interval (scripts/master_config.py, 20 s), the refresh, a full
+# reconcile already in flight on the node (the new one waits for it), the node's share of the
+# rate limit (full reconciles of a node share one: REDEPLOY_LIMITS' window, 15 s here) and one
+# full apply; on CI's loaded two cores that passed 60 s once.
+REACH_TIMEOUT = 120
 EXTRA = {"STACK_NAME": "ana-extra", "USER_EMAIL": "ana.novak@example.org",
          "CONTAINER_IMAGE": "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1", "DEPLOYMENT_NODES": ["node1"]}
 

@@ -16,6 +16,7 @@ storage roots are plain folders in each node (the stack's home is per node here)
 import json
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -232,8 +233,15 @@ def test_an_unencrypted_overlay_is_reported_while_used_and_made_again_encrypted_
     for node in (worker, leader):
         node.exec(["docker", "network", "disconnect", "-f", f"overlay-{STACK}", STACK])
     leader.exec(["docker", "network", "rm", f"overlay-{STACK}"])
-    leader.exec(["docker", "network", "create", "-d", "overlay", "--attachable", "--internal",
-                 "--label", f"ccc.swarm-overlay={STACK}", f"overlay-{STACK}"])
+    # The swarm frees the name a moment after `rm` returns ("already exists" until then): wait for
+    # that, not for a fixed time.
+    create = ["docker", "network", "create", "-d", "overlay", "--attachable", "--internal",
+              "--label", f"ccc.swarm-overlay={STACK}", f"overlay-{STACK}"]
+    deadline = time.monotonic() + 60
+    while (made := leader.exec(create, check=False)).returncode and "already exists" in made.stderr:
+        assert time.monotonic() < deadline, "the removed overlay's name was not free again within 60 s"
+        time.sleep(0.2)
+    assert made.returncode == 0, made.stderr
     leader.exec(["docker", "network", "connect", f"overlay-{STACK}", STACK])
     for node in (worker, leader):
         _write_site(node, CONTAINERS, encrypted=True)
