@@ -51,9 +51,12 @@ def welcome_message(cluster, stack, user_name):
     ])
 
 
-def default_settings_text(record):
+def default_settings_text(record, shm_size_default):
     """
     The commented settings file written for a container that has none.
+
+    ``shm_size_default`` is the cluster's (``ccc:cluster:shm_size_default``): what the container
+    gets when the user sets no SHM_SIZE, so the file shows the truth when an admin changes it.
 
     Every line is commented, so the file changes nothing until the user uncomments a line.
     Admin values appear as JSON scalars (valid YAML), never raw text.
@@ -77,7 +80,7 @@ def default_settings_text(record):
         f"#  INSTALL_PACKAGES: {show('INSTALL_PACKAGES', '')}",
         f"#  INSTALL_REPOSITORY_KEYS: {show('INSTALL_REPOSITORY_KEYS', '')}",
         f"#  INSTALL_REPOSITORY_SOURCES: {show('INSTALL_REPOSITORY_SOURCES', '')}",
-        f"#  SHM_SIZE: {show('SHM_SIZE', '2g')}",
+        f"#  SHM_SIZE: {show('SHM_SIZE', shm_size_default)}",
         f"#  USER_NAME: {show('USER_NAME', '')}",
         f"#  USER_PUBKEY: {show('USER_PUBKEY', '')}",
         f"#  USER_PUBKEY_FROM_GITHUB: {show('USER_PUBKEY_FROM_GITHUB', '')}",

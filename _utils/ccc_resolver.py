@@ -228,6 +228,7 @@ def _cluster_rules(ccc, cluster, user_type, record, taken):
         "cluster_nodes": nodes,
         "image_prefixes": cluster["image_policy"].get("allowed_prefixes") or [],
         "shm_size_max": ccc_schema.parse_size(cluster["shm_size_max"]) if cluster.get("shm_size_max") else None,
+        "shm_size_default": cluster["shm_size_default"],
         "reserved_subdomains": _reserved_subdomains(cluster, nodes),
         "taken_subdomains": {k: v for k, v in (taken or {}).items() if v != record["STACK_NAME"]},
     }
@@ -240,7 +241,7 @@ def _user_settings(result, record, settings_text, settings_error, last_good, rul
     result.update(settings_status=status, settings_to_store=to_store)
     result["user_messages"].extend(messages)
     if status == "missing":
-        result["default_settings_text"] = ccc_report.default_settings_text(record)
+        result["default_settings_text"] = ccc_report.default_settings_text(record, rules["shm_size_default"])
     return overrides
 
 

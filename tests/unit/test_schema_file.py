@@ -9,6 +9,7 @@ import yaml
 
 import ccc_pillar  # noqa: E402
 import ccc_report  # noqa: E402
+import ccc_resolver  # noqa: E402
 import ccc_schema  # noqa: E402
 from support.site import sample_ccc
 
@@ -25,7 +26,7 @@ def test_default_settings_files_validate_against_the_shipped_schema():
     ccc = sample_ccc("node1")
     for entry in ccc["containers"]:
         record, _ = ccc_pillar.container_record(ccc, entry["STACK_NAME"])
-        text = ccc_report.default_settings_text(record)
+        text = ccc_report.default_settings_text(record, ccc_pillar.cluster_settings(ccc)["shm_size_default"])
         document = yaml.safe_load(text)
         jsonschema.validate(document, shipped)
         assert document == {entry["STACK_NAME"]: None}
@@ -33,3 +34,16 @@ def test_default_settings_files_validate_against_the_shipped_schema():
         uncommented = "\n".join(line[1:] if line.startswith("#  ") else line for line in text.splitlines())
         section = yaml.safe_load(uncommented)[entry["STACK_NAME"]]
         jsonschema.validate({entry["STACK_NAME"]: {k: v for k, v in section.items() if v not in ("", [])}}, shipped)
+
+
+def test_the_default_settings_file_shows_the_clusters_shm_default():
+    """A user without a settings file is shown the SHM_SIZE they really get: the admin's
+    ``ccc:cluster:shm_size_default``, not the shipped one."""
+    ccc = sample_ccc("node1")
+    ccc["cluster"]["shm_size_default"] = "8g"
+    stack = ccc["containers"][0]["STACK_NAME"]
+    facts = ccc_resolver.NodeFacts("node1", compute_devices=ccc["node"]["compute_devices"], docker_gid=998)
+    result = ccc_resolver.resolve_container(ccc, stack, facts)
+    assert result["settings_status"] == "missing"
+    assert '#  SHM_SIZE: "8g"' in result["default_settings_text"].splitlines()
+    assert result["spec"]["shm_size"] == 8 * 1024 ** 3
