@@ -14,7 +14,6 @@ The reactor passes what the events carry as they are; the checks are here (``red
 import json
 import logging
 import os
-import re
 import time
 
 import ccc_active_users
@@ -33,7 +32,7 @@ __virtualname__ = "ccc"
 log = logging.getLogger(__name__)
 
 # A minion id the runner acts on (ids come from minion-supplied event data).
-MINION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+MINION_ID_PATTERN = ccc_rules.MINION_ID_PATTERN
 # The decisions live in ccc_redeploy; these names stay here for callers and tests of the runner.
 REDEPLOY_DEFAULTS = ccc_redeploy.REDEPLOY_DEFAULTS
 VERSION_MEMORY = ccc_redeploy.VERSION_MEMORY

@@ -1,6 +1,6 @@
 """
 The small rules every part of ccc-salt agrees on (execution modules, states, runner, and the
-beacons through execution functions): the STACK_NAME, e-mail and variable-name patterns, the
+beacons through execution functions): the STACK_NAME, e-mail, variable-name and minion-id patterns, the
 Docker labels that mark a managed container, and how CCC's loose booleans read.
 """
 
@@ -9,6 +9,8 @@ import re
 STACK_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")  # also STORAGE_NAME and data group names
 EMAIL_PATTERN = re.compile(r"^[A-Za-z0-9_%+-][A-Za-z0-9._%+-]{0,63}@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
 ENV_NAME_PATTERN = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+# A minion id the master's runners act on (ids come from minion-supplied event data).
+MINION_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
 
 MANAGED_BY_LABEL = "ccc.managed-by"
 MANAGED_BY_VALUE = "ccc-salt"
@@ -37,3 +39,8 @@ def is_email(value):
 def is_env_name(value):
     """A string usable as an environment variable name (``EXTRA_ENVS`` keys)."""
     return isinstance(value, str) and ENV_NAME_PATTERN.fullmatch(value) is not None
+
+
+def is_minion_id(value):
+    """A string shaped like a minion id the runners act on (``fullmatch``: no final newline)."""
+    return isinstance(value, str) and MINION_ID_PATTERN.fullmatch(value) is not None
