@@ -26,14 +26,35 @@ def _messages_part(report):
     return report.partition("\nmessages:\n")[2]
 
 
+def _described(report):
+    """``(node line, the lines saying what runs, result line)`` of a report body: what a no-op
+    run compares before it keeps a report."""
+    head = report.partition("\nmessages:\n")[0]
+    lines = head[:len(head) - len(ccc_report.problem_part(head))].splitlines()
+    node = next((line for line in lines if line.startswith("node: ")), "")
+    result = next((line for line in lines if line.startswith("result: ")), "")
+    return node, [line for line in lines if not line.startswith("result: ")], result
+
+
+def _stale(existing, body):
+    """True when ``existing`` was written by this node and no longer says what runs here: its
+    settings lines differ (a recreate finished by the next run after the minion died), or it
+    says a deploy failed while this run finds the container running. Another node's report (a
+    move, a stack placed on several nodes) is kept: each node rewriting it would flap."""
+    node, lines, result = _described(existing)
+    here, now, _ = _described(body)
+    return node == here and (lines != now or result.startswith("result: NOT "))
+
+
 def write_report(resolution, outcome, owner, changed=True):
     """
     Write ``<STACK_NAME>.deploy`` beside the user's settings file; ``outcome`` is the sentence
     saying what the node did. Returns True when written.
 
     After a run that changed nothing the report is kept unless its messages differ, so a no-op
-    apply writes nothing and the user still sees what last happened. Best effort: whatever the
-    user put in the way (a folder, say) only costs them the report.
+    apply writes nothing and the user still sees what last happened; but never a report of this
+    node that describes other settings than the ones running, or a failure (``_stale``). Best
+    effort: whatever the user put in the way (a folder, say) only costs them the report.
     """
     paths = resolution.get("paths")
     if not paths:
@@ -45,7 +66,9 @@ def write_report(resolution, outcome, owner, changed=True):
         existing = existing.split("\n", 1)[-1]
         if changed or ccc_report.problem_part(existing) != ccc_report.problem_part(body):
             return False  # a container's problem (and its latest log lines) is always told
-        return existing == body or _messages_part(existing) == _messages_part(body)
+        if existing == body:
+            return True
+        return _messages_part(existing) == _messages_part(body) and not _stale(existing, body)
 
     record_deploy(resolution, outcome, when)
     try:

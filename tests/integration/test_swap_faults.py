@@ -184,6 +184,10 @@ def test_a_recreate_killed_at_any_step_is_finished_or_undone_by_the_next_apply(n
     assert node.wanted_hash() != old_hash
     check_kill_and_settle(node, method, nth, when, left)
     assert node.client.api.inspect_container(STACK)["HostConfig"]["ShmSize"] == 4 * 1024 ** 3
+    # the user reads what runs, also when the killed run had started the new container and the
+    # next one, finishing the swap, changed nothing itself
+    report = (node.user_dir / "container-settings" / f"{STACK}.deploy").read_text()
+    assert "shm_size: 4g" in report and "NOT " not in report, report
 
 
 @pytest.mark.parametrize("method, nth, when, left", CREATE_KILL_POINTS.values(), ids=CREATE_KILL_POINTS.keys())
