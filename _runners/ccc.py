@@ -11,6 +11,7 @@ The reactor passes what the events carry as they are; the checks are here (``red
 ``reconcile_node``), with the shared rules of ``_utils`` (``ccc_rules``, ``ccc_pillar``).
 """
 
+import fcntl
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ import ccc_active_users
 import ccc_pillar
 import ccc_pillar_watch
 import ccc_redeploy
+import ccc_redeploy_index
 import ccc_rules
 import ccc_service_health
 import ccc_stack_overview
@@ -66,7 +68,7 @@ def targets(stack):
 
         salt-run ccc.targets ana-main
     """
-    return _targets_for(_cached_cccs(), stack)
+    return _Master().placement(stack)[0]
 
 
 class _Master:
@@ -75,11 +77,21 @@ class _Master:
     def __init__(self):
         self._cccs = None
         self._client = None
+        self._placements = {}
 
     def cccs(self):
         if self._cccs is None:
             self._cccs = _cached_cccs()
         return self._cccs
+
+    def placement(self, stack):
+        """``(targets, user)`` of ``stack``: from the pillar watch's index (one small file), or,
+        when the index cannot be trusted for it, from every minion's cached pillar."""
+        if stack not in self._placements:
+            found = ccc_redeploy_index.lookup(ccc_redeploy_index.folder(__opts__["cachedir"]), stack,
+                                              ccc_redeploy_index.keys_stamp(__opts__["pki_dir"]))
+            self._placements[stack] = found or ccc_redeploy.placement_from(self.cccs(), stack)
+        return self._placements[stack]
 
     def client(self):
         if self._client is None:
@@ -223,12 +235,16 @@ def _request_node(node, sync):
 def pillar_watch(force=False):
     """
     Bring admins' pillar edits to the nodes concerned: when the pillar source files changed
-    (or ``force``), compile every minion's pillar, and on each minion whose ``ccc`` pillar
-    differs from the one this watch last saw, refresh the minion's in-memory pillar (so its
-    settings beacon watches the files of containers added for it) and reconcile its containers
-    in full (``reconcile_node``, coalesced). The master's schedule runs this every few seconds
+    (or ``force``), compile the pillar of each minion the change can concern (those whose last
+    compile read a changed file; every minion for a new file, a top file or a file no compile
+    read), and on each minion whose ``ccc`` pillar differs from the one this watch last saw,
+    refresh the minion's in-memory pillar (so its settings beacon watches the files of
+    containers added for it) and reconcile its containers in full (``reconcile_node``,
+    coalesced). It keeps the redeploy index (``ccc_redeploy_index``: where each stack's edits
+    go) up to date from the same compiles. The master's schedule runs this every few seconds
     (``scripts/master_config.py``); it compiles nothing while the files stay the same, except on
-    masters with external pillars, where every run compiles (``ccc_pillar_watch``).
+    masters with external pillars, where every run compiles every minion (``ccc_pillar_watch``).
+    One watch runs at a time; a run that finds another running returns ``"busy": True``.
 
     CLI Example:
 
@@ -236,25 +252,35 @@ def pillar_watch(force=False):
 
         salt-run ccc.pillar_watch force=True
     """
+    root = os.path.join(__opts__["cachedir"], "ccc-redeploy")
+    os.makedirs(root, mode=0o700, exist_ok=True)
+    with open(os.path.join(root, "watch.lock"), "a", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return {"compiled": False, "refreshed": [], "busy": True}
+        return _pillar_watch(bool(force))
+
+
+def _pillar_watch(force):
+    """One run of ``pillar_watch``, under its lock."""
     path = os.path.join(__opts__["cachedir"], "ccc-pillar-watch.json")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            seen = json.load(handle)
-    except (OSError, ValueError):
-        seen = {}
+    seen = _read_json(path)
     roots = ccc_pillar_watch.watched_roots(__opts__)  # None: an external pillar no file tells about
-    fingerprint = None if roots is None else ccc_pillar_watch.tree_fingerprint(roots)
-    recorded = seen.get("digests") or {}
+    files = None if roots is None else ccc_pillar_watch.file_map(roots)
+    index = ccc_redeploy_index.folder(__opts__["cachedir"])
+    stamp = ccc_redeploy_index.keys_stamp(__opts__["pki_dir"])  # before the keys are listed
     accepted = salt.key.get_key(__opts__).list_status("accepted").get("minions") or []
-    changed = force or fingerprint is None or fingerprint != seen.get("fingerprint")
-    # While nothing changed, only minions accepted since the last compile are compiled, so that
-    # the next change is compared with what they got.
-    targets = accepted if changed else [minion for minion in accepted if minion not in recorded]
-    if not targets and fingerprint == seen.get("fingerprint") and "fingerprint" in seen:
+    whole = ccc_redeploy_index.usable(index)
+    targets, changed = ccc_pillar_watch.plan(seen, files, accepted, force, whole)
+    fingerprint = None if files is None else ccc_pillar_watch.map_fingerprint(files)
+    if not targets and not changed and whole and ccc_redeploy_index.recorded_stamp(index) == stamp:
         return {"compiled": False, "refreshed": []}
-    compiled, broken = ccc_pillar_watch.compiled_digests(__opts__, targets)
+    recorded = seen.get("digests") if isinstance(seen.get("digests"), dict) else {}
+    compiled, broken, cccs, reads = ccc_pillar_watch.compile_pillars(__opts__, targets)
     digests = {minion: compiled.get(minion, recorded.get(minion)) for minion in accepted
                if minion in compiled or minion in recorded}
+    _update_index(index, cccs, broken, accepted, stamp, full=not whole or set(targets) >= set(accepted))
     concerned = ccc_pillar_watch.concerned(recorded, digests, changed=changed and "fingerprint" in seen)
     if broken & set(concerned):
         # A refresh would swap the minion's last good pillar for a broken one; its digest is
@@ -269,13 +295,47 @@ def pillar_watch(force=False):
         except Exception as exc:  # noqa: BLE001 - the reconcile below still compiles fresh pillar
             log.warning("ccc: could not ask %s to refresh its pillar: %s", minion, exc)
         reconcile_node(minion)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump({"fingerprint": fingerprint, "digests": digests}, handle)
-    os.replace(temporary, path)
+    old_reads = seen.get("reads") if isinstance(seen.get("reads"), dict) else {}
+    reads = {minion: reads.get(minion, old_reads.get(minion)) for minion in accepted
+             if minion in reads or (minion not in compiled and minion in old_reads)}
+    _write_json(path, {"fingerprint": fingerprint, "digests": digests, "files": files, "reads": reads})
     if concerned:
         log.info("ccc: pillar changed for %s: pillar refreshed, containers reconciled", ", ".join(concerned))
-    return {"compiled": True, "refreshed": concerned}
+    return {"compiled": True, "minions_compiled": len(compiled), "refreshed": concerned}
+
+
+def _update_index(index, cccs, broken, accepted, stamp, full):
+    """Fold the compiled minions' placements into the redeploy index and drop the minions no
+    longer accepted. A broken pillar keeps the minion's last summary (the minion keeps its last
+    good pillar: it is not refreshed). A failure leaves the index distrusted (redeploys read the
+    pillar cache) and is logged: the watch still refreshes the nodes concerned."""
+    try:
+        known = ccc_redeploy_index.known_minions(index)
+        summaries = {}
+        for minion, ccc in cccs.items():
+            kept = ccc_redeploy_index.summary_of(index, minion) if minion in broken and minion in known else None
+            summaries[minion] = kept if kept is not None else ccc_redeploy_index.summary(ccc, minion)
+        ccc_redeploy_index.write(index, summaries, known - set(accepted), stamp, full=full)
+    except (OSError, ValueError) as exc:
+        log.warning("ccc: the redeploy index could not be written (redeploys read every pillar): %s", exc)
+
+
+def _read_json(path):
+    """A JSON object from ``path``; ``{}`` when missing or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_json(path, data):
+    """Write ``data`` to ``path`` atomically."""
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    os.replace(temporary, path)
 
 
 def redeploy_status():

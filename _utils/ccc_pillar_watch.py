@@ -17,7 +17,35 @@ import json
 import os
 
 import ccc_inventory_state
+import ccc_pillar
+import salt.pillar
 import salt.utils.master
+
+
+def file_map(roots):
+    """``{path: [size, mtime_ns]}`` of every file below ``roots``; symlinks are followed as the
+    pillar renderer follows them. Missing roots count as empty."""
+    files = {}
+    for root in roots:
+        for folder, dirs, names in os.walk(root, followlinks=True):
+            dirs.sort()
+            for name in sorted(names):
+                path = os.path.normpath(os.path.join(folder, name))
+                try:
+                    stat = os.stat(path)
+                except OSError:
+                    continue
+                files.setdefault(path, [stat.st_size, stat.st_mtime_ns])
+    return files
+
+
+def map_fingerprint(files):
+    """A digest of a ``file_map``."""
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        size, mtime = files[path]
+        digest.update(f"{path}\0{size}\0{mtime}\n".encode())
+    return digest.hexdigest()
 
 
 def tree_fingerprint(roots):
@@ -35,6 +63,29 @@ def tree_fingerprint(roots):
                     continue
                 digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     return digest.hexdigest()
+
+
+def to_compile(before, now, reads):
+    """
+    The minions whose pillar a change of the pillar files from ``before`` to ``now`` (two
+    ``file_map``) can change, from what each minion's last compile read (``reads``: ``{minion:
+    [paths]}``, see ``compile_pillars``); ``None``: every minion. A file changed or removed
+    concerns the minions that read it. A file added, or one that no compile read (the inventory
+    pillar's stored result, a file read by other means than the pillar file client), concerns
+    every minion: whether a top file's or an include's pattern now matches it, or what reads it,
+    is not known. Minions without ``reads`` are left to the caller (they may have read anything).
+    """
+    changed = {path for path in set(before) | set(now) if before.get(path) != now.get(path)}
+    readers = {}
+    for minion, paths in reads.items():
+        for path in paths:
+            readers.setdefault(path, set()).add(minion)
+    found = set()
+    for path in changed:
+        if path not in before or path not in readers:
+            return None
+        found |= readers[path]
+    return found
 
 
 def watched_roots(opts):
@@ -69,16 +120,85 @@ def concerned(recorded, digests, changed):
                   if (minion in recorded and recorded[minion] != digest) or (changed and minion not in recorded))
 
 
-def compiled_digests(opts, minions):
-    """``({minion: ccc_digest}, {minions whose pillar has render errors})`` of a pillar the master
-    compiles now for each of ``minions``, with their cached grains (master ``opts``)."""
+def compile_pillars(opts, minions):
+    """``(digests, broken, cccs, reads)`` of a pillar the master compiles now for each of
+    ``minions`` with their cached grains (master ``opts``): ``{minion: ccc_digest}``, the minions
+    whose pillar has render errors, ``{minion: its ccc pillar}`` and ``{minion: [paths the
+    compile read]}`` (every file the pillar file client served it: top files, SLS files, their
+    includes and Jinja imports; a minion compiled without grains has none)."""
     if not minions:
-        return {}, set()
-    util = salt.utils.master.MasterPillarUtil(
+        return {}, set(), {}, {}
+    util = _RecordingPillarUtil(
         list(minions), "list", use_cached_grains=True, grains_fallback=False,
         # pillar_fallback stays off: MasterPillarUtil lets a cached pillar override a live one.
         use_cached_pillar=False, pillar_fallback=False, opts=opts,
     )
     pillars = util.get_minion_pillar()
     return ({minion: ccc_digest(pillar) for minion, pillar in pillars.items()},
-            {minion for minion, pillar in pillars.items() if (pillar or {}).get("_errors")})
+            {minion for minion, pillar in pillars.items() if (pillar or {}).get("_errors")},
+            {minion: ccc_pillar.pillar_ccc(pillar) for minion, pillar in pillars.items()},
+            {minion: sorted(util.reads[minion]) for minion in pillars if minion in util.reads})
+
+
+class _RecordingPillar(salt.pillar.Pillar):
+    """A minion's pillar compile that notes every file its pillar file client serves. The
+    renderers (Jinja imports and includes too) share this client, so ``get_file``, which every
+    other read goes through, sees them all; should Salt read otherwise, a changed file read by
+    no compile makes ``to_compile`` compile every minion."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.reads = set()
+        get_file = self.client.get_file
+
+        def recording_get_file(*call_args, **call_kwargs):
+            path = get_file(*call_args, **call_kwargs)
+            if isinstance(path, str) and path:
+                self.reads.add(os.path.normpath(path))
+            return path
+
+        self.client.get_file = recording_get_file
+
+
+class _RecordingPillarUtil(salt.utils.master.MasterPillarUtil):
+    """``MasterPillarUtil`` whose live compiles are ``_RecordingPillar`` (``reads`` by minion)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.reads = {}
+
+    def _get_live_minion_pillar(self, minion_id=None, minion_grains=None):
+        if minion_id is None or not minion_grains:
+            return super()._get_live_minion_pillar(minion_id, minion_grains)
+        pillar = _RecordingPillar(self.opts, minion_grains, minion_id, self.saltenv, self.opts["ext_pillar"])
+        compiled = pillar.compile_pillar()
+        self.reads[minion_id] = pillar.reads
+        return compiled
+
+
+def plan(seen, files, accepted, force, index_whole):
+    """
+    What one watch run compiles, from its last record ``seen`` (``fingerprint``, ``files``,
+    ``digests``, ``reads``), the pillar files now (``files``: a ``file_map``, ``None`` on a
+    master with an external pillar no file tells about), the ``accepted`` minions, ``force`` and
+    whether the redeploy index is whole. Returns ``(minions, changed)``: the minions to compile
+    and whether the files changed since the watch last looked.
+
+    Every minion is compiled when forced, with such an external pillar, when the record has no
+    file map (a watch before this one) or the index must be rebuilt; otherwise only those an
+    edit can change (``to_compile``) and the minions accepted since the last compile, so that the
+    next change is compared with what they got.
+    """
+    fingerprint = None if files is None else map_fingerprint(files)
+    changed = bool(force) or fingerprint is None or fingerprint != seen.get("fingerprint")
+    recorded = seen.get("digests") if isinstance(seen.get("digests"), dict) else {}
+    before = seen.get("files") if isinstance(seen.get("files"), dict) else None
+    if force or files is None or before is None or not index_whole:
+        return sorted(accepted), changed
+    reads = seen.get("reads") if isinstance(seen.get("reads"), dict) else {}
+    reads = {minion: paths for minion, paths in reads.items() if minion in accepted and isinstance(paths, list)}
+    narrowed = to_compile(before, files, reads) if changed else set()
+    if narrowed is None:
+        return sorted(accepted), changed
+    unread = {minion for minion in accepted if minion not in reads} if changed else set()
+    return sorted(narrowed | unread | {minion for minion in accepted if minion not in recorded}), changed

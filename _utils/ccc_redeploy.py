@@ -24,7 +24,7 @@ each of them, with the same file ``version`` (``_beacons/ccc_settings.py``). A v
 published since already covers is not applied again (``VERSION_MEMORY``): the others' reports
 would each cost a full apply on every target, queued in front of the user's next save.
 
-No Salt here: the clock (``now``) and the master (``master``: ``cccs()``, ``returns(jid)``,
+No Salt here: the clock (``now``) and the master (``master``: ``placement(stack)``, ``returns(jid)``,
 ``find_job(minions, jid)``, ``publish(stack, minions, notice)``, ``reconcile(minion, sync)``) are
 arguments, so coalescing and the rate limit are tested with a fake clock and a fake master.
 """
@@ -62,12 +62,21 @@ def targets_for(cccs, stack):
 
 
 def user_for(cccs, stack):
-    """The USER_EMAIL of ``stack`` in any minion's pillar (``None`` when no pillar has the stack)."""
+    """The USER_EMAIL of ``stack`` in the first pillar of ``cccs`` (by minion id) that gives one
+    (``None`` when none does); ``placement_from`` asks the targets' pillars."""
     for _, ccc in sorted((cccs or {}).items()):
         record, _ = ccc_pillar.container_record(ccc, stack, check=False)
         if record and record.get("USER_EMAIL"):
             return str(record["USER_EMAIL"])
     return None
+
+
+def placement_from(cccs, stack):
+    """``(targets, user)`` of ``stack`` computed from every minion's ``ccc`` pillar: the minions
+    ``targets_for`` names and the user their pillars give (``ccc_redeploy_index`` keeps the same
+    answer on disk, so that a redeploy need not read every pillar)."""
+    minions = targets_for(cccs, stack)
+    return minions, user_for({minion: cccs[minion] for minion in minions}, stack)
 
 
 def limits_from(opts):
@@ -173,18 +182,19 @@ def request(record, stack, version, now, limits, master):
     A settings event for ``stack`` (``version``: the file version reported): coalesced from the
     record alone first, so that an event while the stack's job is queued or running, or while its
     user is held by the rate limit (what a flood of events mostly is), costs the same on a master
-    of 10 minions or 500. Only an event that may publish reads the pillar cache: for the stack's
-    targets and user when the record does not know the stack, and for the targets to publish to.
+    of 10 minions or 500. Only an event that may publish asks where the stack goes
+    (``master.placement``: the index, or the pillar cache): for its targets and user when the
+    record does not know the stack, and for the targets to publish to.
     A job's return (the job-return reactor's ``flush``) publishes what waits behind it.
     """
     if covered(record, stack, version):
         return {"stack": stack, "action": "covered", "targets": [], "jid": None}
     entry = record["stacks"].get(stack)
     if entry is None:
-        cccs = master.cccs()
-        if not targets_for(cccs, stack):
+        minions, user = master.placement(stack)
+        if not minions:
             return {"stack": stack, "targets": [], "jid": None}
-        entry = record["stacks"][stack] = {"user": user_for(cccs, stack)}
+        entry = record["stacks"][stack] = {"user": user}
     entry["pending"] = True
     if is_file_version(version):  # the latest reported; a report without one (or with no version) keeps it
         entry["version"] = version
@@ -206,7 +216,7 @@ def advance(record, stack, now, limits, master):
     applies = record["users"].setdefault(user, [])
     result = {"stack": stack, "action": action, "targets": entry.get("targets") or [], "jid": entry.get("jid")}
     if action == "apply":
-        minions = targets_for(master.cccs(), stack)
+        minions, _ = master.placement(stack)
         if minions:
             notice = notice_for(entry, now, limits)
             jid, minions = master.publish(stack, minions, notice)

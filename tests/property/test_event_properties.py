@@ -86,6 +86,9 @@ class _Master:
     def cccs(self):
         return CCCS
 
+    def placement(self, stack):
+        return ccc_runner.ccc_redeploy.placement_from(CCCS, stack)
+
     def returns(self, jid):
         published, minions = self.jobs[int(jid)]
         return {m: {"ret": {}} for m in minions} if self.clock.now >= published + self.duration else {}

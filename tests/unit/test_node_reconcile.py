@@ -41,6 +41,9 @@ class FakeMaster:
     def cccs(self):
         return CCCS
 
+    def placement(self, stack):
+        return ccc_runner.ccc_redeploy.placement_from(CCCS, stack)
+
     def returns(self, jid):
         published, fun, minions = self.jobs[int(jid)]
         if fun == "saltutil.find_job":

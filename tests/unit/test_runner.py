@@ -113,6 +113,9 @@ class FakeMaster:
     def cccs(self):
         return CCCS
 
+    def placement(self, stack):
+        return ccc_runner.ccc_redeploy.placement_from(self.cccs(), stack)
+
     def returns(self, jid):
         published, fun, minions, _ = self.jobs[int(jid)]
         if fun == "saltutil.find_job":  # answered at once: the job's data while the minion has it
@@ -200,8 +203,8 @@ def test_an_event_that_joins_a_pending_or_running_apply_reads_no_pillar(runner):
     only an event that may publish reads the minions' cached pillar."""
     clock, master = runner(duration=3, changes=False)
     reads = []
-    cccs = master.cccs
-    master.cccs = lambda: (reads.append(clock.now), cccs())[1]
+    placement = master.placement
+    master.placement = lambda stack: (reads.append(clock.now), placement(stack))[1]
     for tick in range(120):
         clock.now = 1000.0 + tick / 2
         ccc_runner.redeploy("ana-main", version=f"{1000 + tick}:20:7")
