@@ -9,8 +9,11 @@ reads itself when none are passed). Join tokens are read here from
 ``ccc:secrets:swarm:{manager_token,worker_token}`` and never returned or logged.
 """
 
+import logging
+
 from salt.exceptions import CommandExecutionError
 
+import ccc_agent_waiters
 import ccc_engine
 import ccc_pillar
 import ccc_role_settings
@@ -19,6 +22,7 @@ import ccc_swarm
 import ccc_swarm_engine
 
 __virtualname__ = "ccc_swarm"
+log = logging.getLogger(__name__)
 
 
 def __virtual__():
@@ -163,9 +167,10 @@ def agent_overlay(container, network, wanted, settings=None, test=False):
     """
     The Portainer agent ``container`` on the agents' overlay ``network`` (its swarm mode,
     ``ccc:docker:portainer_agent:swarm``), with its aliases ``<node>_agent`` and the agents'
-    shared one: attached when ``wanted`` (the leader creates the overlay when missing; elsewhere
-    ``"pending"`` until the leader's agent made it), else detached, and on the leader the overlay
-    removed once no agent uses it. Returns ``{"status", "network", "aliases", "leader"}``
+    shared one: attached when ``wanted`` (the leader creates the overlay when missing and tells the
+    master; elsewhere ``"pending"``, told to the master, which applies this node's agent state
+    again once the leader's agent made it: ``ccc_agent_waiters``), else detached, and on the leader
+    the overlay removed once no agent uses it. Returns ``{"status", "network", "aliases", "leader"}``
     (status: attached, connected, created, pending, detached, absent; ``overlay``: what became of
     the network when detached).
 
@@ -197,9 +202,23 @@ def agent_overlay(container, network, wanted, settings=None, test=False):
             joining = ccc_swarm_engine.would_join({"overlay": overlay}, attrs)
             return dict(done, status="connected" if joining else "attached")
         try:
-            return dict(done, status=ccc_swarm_engine.attach(client, container, overlay, state_dir))
+            status = ccc_swarm_engine.attach(client, container, overlay, state_dir)
         except ccc_engine.docker.errors.APIError as exc:
             raise CommandExecutionError(f"{container} could not join {network}: {exc.explanation or exc}") from None
+    if status in ("created", "pending"):
+        _tell_master(ccc_agent_waiters.EVENT_CREATED if status == "created" else ccc_agent_waiters.EVENT_PENDING)
+    return dict(done, status=status)
+
+
+def _tell_master(tag):
+    """The agent's overlay was made here (the leader) or is missing (another node): tell the master,
+    which applies the waiting nodes' agent state once the leader made it. Masterless: nothing listens."""
+    if __opts__.get("file_client") == "local":
+        return
+    try:
+        __salt__["event.send"](tag, {})
+    except Exception as exc:  # noqa: BLE001 - the node's next apply reports again
+        log.warning("could not send %s: %s", tag, exc)
 
 
 def leave(settings=None, test=False):

@@ -15,6 +15,7 @@ mid-join, fails with the reason and is left as it is.
 
 from salt.exceptions import CommandExecutionError
 
+import ccc_agent_waiters
 import ccc_state_ret
 
 __virtualname__ = "ccc_swarm"
@@ -63,7 +64,8 @@ def overlays(name, settings):
 
 def agent_overlay(name, container, wanted, settings):
     """The Portainer agent on the agents' overlay ``name`` (its swarm mode) or off it: created by
-    the swarm leader only; a node that finds it missing says pending (its agent keeps running)."""
+    the swarm leader only; a node that finds it missing says pending (its agent keeps running) and
+    is applied again by the master once the leader made it."""
     test = bool(__opts__["test"])
     try:
         done = __salt__["ccc_swarm.agent_overlay"](container=container, network=name, wanted=wanted,
@@ -82,8 +84,9 @@ def agent_overlay(name, container, wanted, settings):
     aliases = ", ".join(done["aliases"])
     if done["status"] == "pending":
         return ccc_state_ret.result(name, True, {}, f"{name} pending: it does not exist yet; the swarm leader "
-                                                    f"{done['leader']} creates it when its own agent joins it, and "
-                                                    f"{container} joins it at this node's next apply")
+                                                    f"{done['leader']} creates it when its own agent joins it, then "
+                                                    f"the master applies this state here again and {container} "
+                                                    f"joins it ({ccc_agent_waiters.EVENT_PENDING})")
     if done["status"] == "no container":
         return ccc_state_ret.result(name, False, {}, f"{container} is not running: it cannot join {name}")
     if done["status"] == "attached":

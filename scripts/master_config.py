@@ -48,6 +48,9 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KE
             {"ccc/swarm/overlay_needed": [str(repo / "reactor" / "swarm_overlay_needed.sls")]},
             # A node removed a container of a stack that left pillar: the leader removes its overlay.
             {"ccc/swarm/overlay_released": [str(repo / "reactor" / "swarm_overlay_released.sls")]},
+            # A Portainer agent waits for the agents' overlay, or the leader made it: the waiting
+            # nodes' agents join it (runner ccc_agent_overlay).
+            {"ccc/swarm/agent_overlay/*": [str(repo / "reactor" / "swarm_agent_overlay.sls")]},
             # A node's Docker engine restarted (ccc_docker beacon): reconcile that node in full.
             {"salt/beacon/*/ccc_docker/restarted": [str(repo / "reactor" / "engine_restarted.sls")]},
             # A compute container crashed (ccc_docker beacon): redeploy its stack like an edit, so

@@ -14,8 +14,11 @@ ccc-cluster-swarm-overlays:
     - require:
       - ccc_swarm: ccc-cluster-swarm-member
 {#- the Portainer agent's swarm mode (ccc:docker:portainer_agent:swarm): its agent on the agents'
-    overlay as <node>_agent, made by the leader's agent only; off: detached, and the leader removes
-    the overlay once no agent uses it. After the docker role's agent container (cluster order). #}
+    overlay as <node>_agent, made by the leader's agent only; a node that finds it missing says
+    pending and the master applies this ID there again once the leader made it (runner
+    ccc_agent_overlay; keep the ID: _utils/ccc_agent_waiters.AGENT_STATE names it). Off: detached,
+    and the leader removes the overlay once no agent uses it. After the docker role's agent
+    container (cluster order). #}
 {%- set agent = salt['ccc_cluster.role_settings']('docker').get('portainer_agent') or {} %}
 
 ccc-cluster-swarm-portainer-agent:
