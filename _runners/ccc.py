@@ -89,7 +89,7 @@ class _Master:
         when the index cannot be trusted for it, from every minion's cached pillar."""
         if stack not in self._placements:
             found = ccc_redeploy_index.lookup(ccc_redeploy_index.folder(__opts__["cachedir"]), stack,
-                                              ccc_redeploy_index.keys_stamp(__opts__["pki_dir"]))
+                                              ccc_redeploy_index.keys_stamp(__opts__.get("pki_dir")))
             self._placements[stack] = found or ccc_redeploy.placement_from(self.cccs(), stack)
         return self._placements[stack]
 
@@ -280,7 +280,7 @@ def _pillar_watch(force):
     compiled, broken, cccs, reads = ccc_pillar_watch.compile_pillars(__opts__, targets)
     digests = {minion: compiled.get(minion, recorded.get(minion)) for minion in accepted
                if minion in compiled or minion in recorded}
-    _update_index(index, cccs, broken, accepted, stamp, full=not whole or set(targets) >= set(accepted))
+    _update_index(index, cccs, broken, accepted, stamp, every=set(targets) >= set(accepted))
     concerned = ccc_pillar_watch.concerned(recorded, digests, changed=changed and "fingerprint" in seen)
     if broken & set(concerned):
         # A refresh would swap the minion's last good pillar for a broken one; its digest is
@@ -304,7 +304,7 @@ def _pillar_watch(force):
     return {"compiled": True, "minions_compiled": len(compiled), "refreshed": concerned}
 
 
-def _update_index(index, cccs, broken, accepted, stamp, full):
+def _update_index(index, cccs, broken, accepted, stamp, every):
     """Fold the compiled minions' placements into the redeploy index and drop the minions no
     longer accepted. A broken pillar keeps the minion's last summary (the minion keeps its last
     good pillar: it is not refreshed). A failure leaves the index distrusted (redeploys read the
@@ -315,7 +315,7 @@ def _update_index(index, cccs, broken, accepted, stamp, full):
         for minion, ccc in cccs.items():
             kept = ccc_redeploy_index.summary_of(index, minion) if minion in broken and minion in known else None
             summaries[minion] = kept if kept is not None else ccc_redeploy_index.summary(ccc, minion)
-        ccc_redeploy_index.write(index, summaries, known - set(accepted), stamp, full=full)
+        ccc_redeploy_index.write(index, summaries, known - set(accepted), stamp, every=every)
     except (OSError, ValueError) as exc:
         log.warning("ccc: the redeploy index could not be written (redeploys read every pillar): %s", exc)
 

@@ -46,7 +46,7 @@ def keys_stamp(pki_dir, now_ns=None):
     or deleted); ``None`` when it cannot be read or changed too recently to be told apart."""
     try:
         stat = os.stat(os.path.join(pki_dir, "minions"))
-    except OSError:
+    except (OSError, TypeError):
         return None
     now_ns = time.time_ns() if now_ns is None else now_ns
     if now_ns - stat.st_mtime_ns < RACY_NS:
@@ -107,52 +107,69 @@ def usable(root):
     return isinstance(state, dict) and state.get("version") == VERSION and state.get("complete") is True
 
 
-def write(root, summaries, removed, stamp, full=False):
+def write(root, summaries, removed, stamp, every=False):
     """
     Fold ``summaries`` (``{minion: summary}``, the minions compiled now) into the index and drop
-    the ``removed`` minions; ``full``: start from an empty index (``summaries`` has every minion).
-    Only the stack files whose targets changed are rewritten. ``stamp``: ``keys_stamp`` read
-    before the accepted minions were listed.
+    the ``removed`` minions; ``every``: ``summaries`` covers every accepted minion (any other
+    minion the index knows is dropped). Only the files whose content changes are rewritten. An
+    index that is not whole (``usable``) is rebuilt from ``summaries`` when they cover every
+    minion, and otherwise stays distrusted (``False`` is returned). ``stamp``: ``keys_stamp``
+    read before the accepted minions were listed.
     """
     with _locked(root):
+        whole = usable(root)
         _write_json(root, "state.json", {"version": VERSION, "complete": False, "keys": None})
-        if full:
+        if not whole:
+            if not every:
+                return False
             for name in ("minions", "stacks"):
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         for name in ("minions", "stacks"):
             os.makedirs(os.path.join(root, name), mode=0o700, exist_ok=True)
+        gone = set(removed) | ((known_minions(root) - set(summaries)) if every else set())
         changes = collections.defaultdict(dict)  # stack -> {minion: user, or _GONE}
         for minion, new in [(minion, summaries[minion]) for minion in sorted(summaries)] + [
-                (minion, None) for minion in sorted(set(removed) - set(summaries))]:
-            _check_minion(minion)
-            path = os.path.join("minions", f"{minion}.json")
-            old = {} if full else _read(os.path.join(root, path))
-            old = old if isinstance(old, dict) else {}
-            for stack in set(old) | set(new or {}):
-                if stack not in (new or {}):
-                    changes[stack][minion] = _GONE
-                elif old.get(stack, _GONE) != new[stack]:
-                    changes[stack][minion] = new[stack]
-            if new is None:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(root, path))
-            elif new != old or full:
-                _write_json(root, path, new)
+                (minion, None) for minion in sorted(gone - set(summaries))]:
+            _fold_minion(root, minion, new, changes)
         for stack, change in changes.items():
-            path = os.path.join("stacks", f"{stack}.json")
-            data = {} if full else _read(os.path.join(root, path))
-            targets = data.get("targets") if isinstance(data, dict) and isinstance(data.get("targets"), dict) else {}
-            for minion, user in change.items():
-                if user is _GONE:
-                    targets.pop(minion, None)
-                else:
-                    targets[minion] = user
-            if targets:
-                _write_json(root, path, {"targets": targets})
-            else:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(os.path.join(root, path))
+            _fold_stack(root, stack, change)
         _write_json(root, "state.json", {"version": VERSION, "complete": True, "keys": stamp})
+        return True
+
+
+def _fold_minion(root, minion, new, changes):
+    """Write (``new``) or remove (``None``) a minion's summary; note what it changes per stack."""
+    _check_minion(minion)
+    path = os.path.join(root, "minions", f"{minion}.json")
+    old = _read(path)
+    old = old if isinstance(old, dict) else {}
+    for stack in set(old) | set(new or {}):
+        if stack not in (new or {}):
+            changes[stack][minion] = _GONE
+        elif old.get(stack, _GONE) != new[stack]:
+            changes[stack][minion] = new[stack]
+    if new is None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+    elif new != old or not os.path.exists(path):
+        _write_json(root, os.path.join("minions", f"{minion}.json"), new)
+
+
+def _fold_stack(root, stack, change):
+    """Apply one stack's target changes to its file (removed when no target is left)."""
+    path = os.path.join(root, "stacks", f"{stack}.json")
+    data = _read(path)
+    targets = data.get("targets") if isinstance(data, dict) and isinstance(data.get("targets"), dict) else {}
+    for minion, user in change.items():
+        if user is _GONE:
+            targets.pop(minion, None)
+        else:
+            targets[minion] = user
+    if targets:
+        _write_json(root, os.path.join("stacks", f"{stack}.json"), {"targets": targets})
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
 
 
 def known_minions(root):

@@ -215,7 +215,7 @@ def _build_index(opts, index, minions):
         pillar = cache.fetch("pillar", _minion(number))
         summaries[_minion(number)] = index.summary(pillar["ccc"], _minion(number))
     stamp = index.keys_stamp(opts["pki_dir"])
-    index.write(index.folder(opts["cachedir"]), summaries, (), stamp, full=True)
+    index.write(index.folder(opts["cachedir"]), summaries, (), stamp, every=True)
 
 
 def one_edit(modules, sizes, repeat):
