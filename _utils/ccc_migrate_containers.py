@@ -28,7 +28,7 @@ def _as_list(value):
 
 def _entries(value, kind, variable, report, source):
     """The entries of a data-model variable: ``value`` must be a ``kind`` (``dict`` or ``list``,
-    else TypeError: the variable is refused whole, ``ccc_migrate_guard``); an empty one is said
+    else TypeError: the variable is refused whole: the offline tool's ``ccc_migrate/guard.py``); an empty one is said
     in the report, and an entry that is not a mapping is refused alone. Yields ``(key, entry)``."""
     if value is not None and not isinstance(value, kind):
         raise TypeError(f"{variable} must be a {'mapping' if kind is dict else 'list'}")

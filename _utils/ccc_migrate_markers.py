@@ -11,14 +11,13 @@ into a Jinja-rendered file). Plain ``{{ var.path }}`` references are expanded be
 A refusal is as small as the entry: one container, user or user type, one node (its name also
 names its file and is written into it, so it must be one printable line without ``/``), one host
 or cluster variable, one vault value. Each goes to the report as ``refused`` with the place
-inside it, by key names only (never a value: secrets stay out of the report).
+inside it, by key names only (never a value: secrets stay out of the report). The nodes and the
+vault are only the offline tool's: ``ccc_migrate/markers.py`` applies the rule to them.
 """
 
 MARKERS = ("{{", "{%", "{#")
 REASON = ("holds template syntax ({{, {% or {#) at {where}: an inventory is data, and Salt would run it as "
           "Jinja on the master; left out (write it as plain data)")
-SECRET_REASON = ("holds template syntax ({{, {% or {#): left out of ccc:secrets (Ansible templated it too); "
-                 "set the value with scripts/ccc-secret")
 NAME_REASON = "is not a variable name (a number or other non-text key in YAML): left out"
 RECORDS = ("deployment_users", "deployment_types")  # mappings of records, refused one by one
 
@@ -97,43 +96,4 @@ def variables(found, report):
             _refuse(report, source, name(key), places)
         else:
             kept[key] = (value, source)
-    return kept
-
-
-def node_problem(node):
-    """Why ``node`` (a host of the ccc-cluster group) cannot name a pillar file, or None."""
-    text = str(node)
-    if has_marker(text):
-        return "its name holds template syntax ({{, {% or {#)"
-    if not text or not text.isprintable() or "/" in text or "\\" in text:
-        return ("its name is not one printable line without / or \\ "
-                "(it names the node's pillar file and is written into it)")
-    return None
-
-
-def inventory(read, report):
-    """The inventory ``read`` (``ccc_migrate_inventory.read``) without the nodes, variables and
-    records that hold markers; each one left out is a ``refused`` entry of ``report``."""
-    nodes, host_vars = {}, {}
-    for node, meta in read["nodes"].items():
-        problem = node_problem(node)
-        if problem:
-            report.refused(read["hosts_file"], f"host {name(node)}", f"{problem}: the node is left out")
-            continue
-        nodes[node] = meta
-        host_vars[node] = variables(read["host_vars"].get(node) or {}, report)
-    return {**read, "nodes": nodes, "host_vars": host_vars, "group_vars": variables(read["group_vars"], report)}
-
-
-def secrets(vault_vars, report, source, path=""):
-    """The decrypted vault variables without the keys and values that hold markers."""
-    kept = {}
-    for key, value in vault_vars.items():
-        here = f"{path}.{name(key)}" if path else name(key)
-        if has_marker(key) or (not isinstance(value, dict) and marked(value)):
-            report.refused(source, here, SECRET_REASON)
-        elif isinstance(value, dict):
-            kept[key] = secrets(value, report, source, here)
-        else:
-            kept[key] = value
     return kept

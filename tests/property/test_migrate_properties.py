@@ -1,9 +1,9 @@
 """Property tests of the migration tool's boundary: an imported inventory is input, not code.
 For generated inventories (the committed test inventory with generated variables, host
 variables, hosts, users and containers added or changed: any YAML, template syntax included,
-and files that are not YAML), ``ccc_migrate.migrate`` either refuses the inventory with a short
+and files that are not YAML), ``ccc_migrate.migration.migrate`` either refuses the inventory with a short
 message (``MigrationError``) or gives a tree whose every variable is accounted for in the report,
-and the pillar files written from it (``ccc_migrate_write``) are YAML-only, carry no template
+and the pillar files written from it (``ccc_migrate.write``) are YAML-only, carry no template
 syntax, and render through Salt's own renderers (as the master's pillar does) to the same values
 while the Jinja in the inventory (``salt["cmd.run"]("touch ...")``) runs nothing.
 """
@@ -27,11 +27,11 @@ from support import strategies as gen
 from support.hypothesis_profiles import examples
 from support.site import REPO
 
-import ccc_migrate  # noqa: E402
-import ccc_migrate_cluster  # noqa: E402
-import ccc_migrate_hosts  # noqa: E402
+from ccc_migrate import cluster as migrate_cluster  # noqa: E402  (support.site puts the checkout on the path)
+from ccc_migrate import hosts as migrate_hosts  # noqa: E402
+from ccc_migrate import migration  # noqa: E402
+from ccc_migrate import write as migrate_write  # noqa: E402
 import ccc_migrate_markers  # noqa: E402
-import ccc_migrate_write  # noqa: E402
 
 INVENTORY = REPO / "tests" / "data" / "ansible-inventory"
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -48,10 +48,10 @@ PAYLOADS = [f'{{{{ salt["cmd.run"]("touch {RAN}/value") }}}}', f'{{% set x = sal
 payload_texts = st.sampled_from(PAYLOADS) | gen.texts
 payload_values = st.recursive(gen.scalars | payload_texts, lambda inner: st.lists(inner, max_size=3)
                               | st.dictionaries(payload_texts, inner, max_size=3), max_leaves=8)
-KNOWN = sorted(set(ccc_migrate_cluster.SIMPLE) | set(ccc_migrate_cluster.SWITCHES) | set(ccc_migrate_cluster.HANDLERS)
-               | set(ccc_migrate_cluster.NOT_MAPPED) | {"deployment_types", "deployment_users", "deployment_containers",
+KNOWN = sorted(set(migrate_cluster.SIMPLE) | set(migrate_cluster.SWITCHES) | set(migrate_cluster.HANDLERS)
+               | set(migrate_cluster.NOT_MAPPED) | {"deployment_types", "deployment_users", "deployment_containers",
                                                         "ansible_user", "mount_points"})
-HOST_KNOWN = sorted(set(ccc_migrate_hosts.HANDLERS) | {"zfs_volumes", "netplan_name", "ansible_host"})
+HOST_KNOWN = sorted(set(migrate_hosts.HANDLERS) | {"zfs_volumes", "netplan_name", "ansible_host"})
 var_keys = st.sampled_from(KNOWN) | payload_texts | st.integers(0, 3) | st.booleans()
 host_names = st.sampled_from(["gpu4", "gpu1.lab", "GPU5", "gpu/6", "gpu 7", "", "-x"]) | payload_texts
 EMAILS = ["ana.novak@lab.example.org", "bor.kralj@lab.example.org", "eve@lab.example.org"]
@@ -142,8 +142,8 @@ def test_any_inventory_is_refused_briefly_or_migrated_to_yaml_that_renders_to_th
     try:
         inventory.write(work / "inventory")
         try:
-            site, nodes, secrets, report = ccc_migrate.migrate(work / "inventory")
-        except ccc_migrate.MigrationError as exc:
+            site, nodes, secrets, report = migration.migrate(work / "inventory")
+        except migration.MigrationError as exc:
             event("refused")
             assert 0 < len(str(exc).replace(str(work), "")) <= MESSAGE_AT_MOST, str(exc)
             return
@@ -151,8 +151,8 @@ def test_any_inventory_is_refused_briefly_or_migrated_to_yaml_that_renders_to_th
         for key in inventory.group_vars:
             assert accounted(report, f"{CLUSTER_DIR}/zz-generated.yml", key), key
         try:
-            files = ccc_migrate_write.plain_files(site, nodes)
-        except ccc_migrate_write.WriteError as exc:
+            files = migrate_write.plain_files(site, nodes)
+        except migrate_write.WriteError as exc:
             event("not written")
             assert "template syntax" in str(exc)
             return
@@ -160,13 +160,13 @@ def test_any_inventory_is_refused_briefly_or_migrated_to_yaml_that_renders_to_th
         for entry in report.entries:
             if entry["status"] == "refused" and entry["key"] in KNOWN + HOST_KNOWN:
                 event(f"refused variable {entry['key']}")  # a whole variable: its shape, or template syntax
-        ccc_migrate_write.write(work / "pillar", files)
+        migrate_write.write(work / "pillar", files)
         expected = {"site/cluster.sls": {k: v for k, v in site.items() if k not in ("user_types", "users", "containers")},
                     **{f"site/{name}.sls": {name: site.get(name) or ({} if name != "containers" else [])}
                        for name in ("user_types", "users", "containers")},
-                    **{ccc_migrate_write.node_file(node): tree for node, tree in nodes.items()}}
+                    **{migrate_write.node_file(node): tree for node, tree in nodes.items()}}
         for relative, text in files.items():
-            assert text.startswith(ccc_migrate_write.PLAIN) and not ccc_migrate_markers.has_marker(text), relative
+            assert text.startswith(migrate_write.PLAIN) and not ccc_migrate_markers.has_marker(text), relative
             rendered = render(work / "pillar" / relative)
             if relative == "site/init.sls":
                 assert rendered == {"include": ["site.cluster", "site.user_types", "site.users", "site.containers"]}
@@ -186,13 +186,13 @@ def test_the_renderers_do_run_jinja_in_a_file_without_the_yaml_line(tmp_path):
     path.write_text(f"note: '{{{{ salt[\"cmd.run\"](\"touch {ran}/x\") }}}}'\n")
     render(path)
     assert (ran / "x").exists()
-    path.write_text(ccc_migrate_write.PLAIN + f"note: '{{{{ salt[\"cmd.run\"](\"touch {ran}/y\") }}}}'\n")
+    path.write_text(migrate_write.PLAIN + f"note: '{{{{ salt[\"cmd.run\"](\"touch {ran}/y\") }}}}'\n")
     assert not (ran / "y").exists() and render(path)["note"].startswith("{{")
 
 
 def _migrated(tmp_path, inventory):
     inventory.write(tmp_path / "inventory")
-    return ccc_migrate.migrate(tmp_path / "inventory")
+    return migration.migrate(tmp_path / "inventory")
 
 
 NOTHING = {"group_vars": {}, "host_vars": {}, "hosts": [], "new_containers": [], "new_users": {}, "raw": None}
@@ -236,10 +236,10 @@ def test_text_with_a_next_line_character_is_written_so_it_reads_back_the_same(tm
     the migration decided (``SHM_SIZE: "0\\x85"`` became ``"0 "``)."""
     tree = {"cluster": {"note": "a\x85b", "name": "\u017diga"}}
     path = tmp_path / "cluster.sls"
-    path.write_text(ccc_migrate_write._sls(tree, "test"), encoding="utf-8")
+    path.write_text(migrate_write._sls(tree, "test"), encoding="utf-8")
     assert render(path) == {"ccc": tree}
     plain_text = {"cluster": {"name": "\u017diga"}}
-    assert "\u017diga" in ccc_migrate_write._sls(plain_text, "test")  # readable where it reads back
+    assert "\u017diga" in migrate_write._sls(plain_text, "test")  # readable where it reads back
 
 
 def test_an_entry_of_the_data_model_that_is_not_a_mapping_is_refused_alone(tmp_path):

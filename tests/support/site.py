@@ -15,8 +15,10 @@ SAMPLE_SITE = REPO / "sample-pillar" / "site"
 SALT_CALL = [sys.executable, "-c", "import sys; from salt.scripts import salt_call; sys.argv[0]='salt-call'; salt_call()"]
 
 # Shipped code imports its shared modules through Salt's utils dirs; the tests import them here.
+# The checkout too, for the offline migration tool's package (ccc_migrate/, as its launcher runs it).
 sys.path.insert(0, str(REPO / "_utils"))
 sys.path.insert(1, str(REPO / "_modules"))
+sys.path.insert(2, str(REPO))
 from ccc_pillar import deep_merge  # noqa: E402  (re-exported for the tests)
 
 

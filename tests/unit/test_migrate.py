@@ -15,8 +15,8 @@ import yaml
 from support import secrets as gpg_support
 from support.site import REPO
 
-import ccc_migrate  # noqa: E402  (support.site puts _utils on the path)
-import ccc_migrate_vault  # noqa: E402
+from ccc_migrate import migration  # noqa: E402  (support.site puts the checkout on the path)
+from ccc_migrate import vault as migrate_vault  # noqa: E402
 
 INVENTORY = REPO / "tests" / "data" / "ansible-inventory"
 PASSWORD_FILE = INVENTORY / ".vault-password"
@@ -37,7 +37,7 @@ def run_script(*args):
 
 @pytest.fixture(scope="module")
 def migrated():
-    return ccc_migrate.migrate(INVENTORY, ccc_migrate_vault.read_password_file(PASSWORD_FILE))
+    return migration.migrate(INVENTORY, migrate_vault.read_password_file(PASSWORD_FILE))
 
 
 def entries(report, status):
@@ -47,13 +47,13 @@ def entries(report, status):
 def test_the_committed_vault_made_by_ansible_vault_decrypts_and_a_wrong_password_is_refused():
     text = (INVENTORY / "vault_vars" / "cluster-secrets.yml").read_bytes()
     assert text.startswith(b"$ANSIBLE_VAULT;1.1;AES256\n")
-    plain = yaml.safe_load(ccc_migrate_vault.decrypt(text, ccc_migrate_vault.read_password_file(PASSWORD_FILE)))
+    plain = yaml.safe_load(migrate_vault.decrypt(text, migrate_vault.read_password_file(PASSWORD_FILE)))
     assert plain["frpc_secure"] == {"auth_token": "Frp-T0ken-migration-test"}
-    with pytest.raises(ccc_migrate_vault.VaultError, match="password is wrong") as raised:
-        ccc_migrate_vault.decrypt(text, b"not-the-password")
+    with pytest.raises(migrate_vault.VaultError, match="password is wrong") as raised:
+        migrate_vault.decrypt(text, b"not-the-password")
     assert "migration" not in str(raised.value)
-    with pytest.raises(ccc_migrate_vault.VaultError, match="not an Ansible Vault"):
-        ccc_migrate_vault.decrypt(b"frpc_secure: {}\n", b"x")
+    with pytest.raises(migrate_vault.VaultError, match="not an Ansible Vault"):
+        migrate_vault.decrypt(b"frpc_secure: {}\n", b"x")
 
 
 @pytest.mark.skipif(shutil.which("ansible-vault") is None, reason="ansible-vault (Debian ansible-core) not installed")
@@ -68,7 +68,7 @@ def test_files_the_real_ansible_vault_writes_now_decrypt(tmp_path, vault_id):
     how = ["--vault-id", f"{vault_id}@{password}"] if vault_id else ["--vault-password-file", str(password)]
     subprocess.run(["ansible-vault", "encrypt", *how, str(target)], check=True, capture_output=True, timeout=60)
     assert target.read_text().startswith("$ANSIBLE_VAULT;1.2;AES256;prod" if vault_id else "$ANSIBLE_VAULT;1.1;AES256")
-    assert ccc_migrate_vault.decrypt(target.read_bytes(), b"another password").decode() == plain
+    assert migrate_vault.decrypt(target.read_bytes(), b"another password").decode() == plain
 
 
 def test_containers_users_and_types_keep_their_ccc_keys_with_the_listed_changes(migrated):

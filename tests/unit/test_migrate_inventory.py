@@ -8,7 +8,7 @@ import pytest
 
 from support import site  # noqa: F401  (puts _utils on the path)
 
-import ccc_migrate  # noqa: E402
+from ccc_migrate import migration  # noqa: E402  (support.site puts the checkout on the path)
 import ccc_migrate_inventory  # noqa: E402
 
 HOSTS = "all:\n  children:\n    ccc-cluster:\n      hosts:\n        n1: {ansible_host: n1.example.org}\n"
@@ -39,7 +39,7 @@ def test_plain_references_expand_other_jinja_is_refused_and_inline_vault_values_
         nfs_mounts:
           - {path: "{{ mount_points.nfs.user_data }}/", src: "nas:/u", opts: "auto,fsc"}
         """)
-    site_tree, _, _, report = ccc_migrate.migrate(root)
+    site_tree, _, _, report = migration.migrate(root)
     entries = by_key(report)
     assert site_tree["frp_client"]["server_address"] == "proxy.example.org"
     assert site_tree["nfs_storage"]["mounts"] == {"user_data": {"source": "nas:/u", "options": ["auto"]}}
@@ -61,7 +61,7 @@ def test_null_compute_devices_and_string_node_lists_change_with_their_reason(tmp
         deployment_containers:
           - {STACK_NAME: a-box, USER_EMAIL: a@example.org, CONTAINER_IMAGE: "vicoslab/ccc:x", DEPLOYMENT_NODES: "n1, n2"}
         """, host_vars="compute_devices:\n")
-    site_tree, nodes, _, report = ccc_migrate.migrate(root)
+    site_tree, nodes, _, report = migration.migrate(root)
     entries = by_key(report)
     assert nodes["n1"]["node"]["compute_devices"] == {}
     assert "every GPU" in entries["compute_devices"]["reason"]
@@ -75,11 +75,11 @@ def test_null_compute_devices_and_string_node_lists_change_with_their_reason(tmp
 
 def test_an_inventory_without_the_ccc_cluster_group_is_refused(tmp_path):
     (tmp_path / "hosts.yml").write_text("all:\n  children:\n    other: {hosts: {n1: }}\n")
-    with pytest.raises(ccc_migrate.MigrationError, match="no hosts file"):
-        ccc_migrate.migrate(tmp_path)
+    with pytest.raises(migration.MigrationError, match="no hosts file"):
+        migration.migrate(tmp_path)
     (tmp_path / "hosts.yml").write_text("all: [unbalanced\n")
-    with pytest.raises(ccc_migrate.MigrationError, match="not valid YAML"):
-        ccc_migrate.migrate(tmp_path)
+    with pytest.raises(migration.MigrationError, match="not valid YAML"):
+        migration.migrate(tmp_path)
 
 
 def test_expand_leaves_unknown_names_and_follows_references_of_references():
@@ -104,7 +104,7 @@ def test_nested_references_that_would_blow_up_are_refused_with_little_memory(tmp
         timezone_setting: "{{{{ l5 }}}}"
         """)
     tracemalloc.start()
-    site_tree, _, _, report = ccc_migrate.migrate(root)
+    site_tree, _, _, report = migration.migrate(root)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     entries = by_key(report)

@@ -24,9 +24,9 @@ import master_config
 from support import secrets as gpg_support
 from support.site import REPO
 
-import ccc_migrate  # noqa: E402  (support.site puts _utils on the path)
-import ccc_migrate_vault  # noqa: E402
-import ccc_migrate_write  # noqa: E402
+from ccc_migrate import migration  # noqa: E402  (support.site puts the checkout on the path)
+from ccc_migrate import vault as migrate_vault  # noqa: E402
+from ccc_migrate import write as migrate_write  # noqa: E402
 from ccc_pillar import deep_merge  # noqa: E402
 
 INVENTORY = REPO / "tests" / "data" / "ansible-inventory"
@@ -157,9 +157,9 @@ def test_each_entry_holding_template_syntax_is_refused_alone_and_named(attack):
 
 def test_the_rest_migrates_as_without_the_attack(attack):
     _, root, _, _ = attack
-    password = ccc_migrate_vault.read_password_file(PASSWORD_FILE)
-    clean_site, clean_nodes, clean_secrets, _ = ccc_migrate.migrate(INVENTORY, password)
-    site, nodes, secrets, _ = ccc_migrate.migrate(root, password)
+    password = migrate_vault.read_password_file(PASSWORD_FILE)
+    clean_site, clean_nodes, clean_secrets, _ = migration.migrate(INVENTORY, password)
+    site, nodes, secrets, _ = migration.migrate(root, password)
     del clean_site["timezone"], clean_site["docker"]["daemon"], clean_nodes["gpu2"]["netplan"]["name"]
     assert site == clean_site and nodes == clean_nodes and secrets == clean_secrets == EXPECTED_SECRETS
 
@@ -183,7 +183,7 @@ def test_the_master_renders_the_migrated_pillar_without_running_anything(attack,
     compiled = compile_pillar(tmp_path, out, minion, keyring[0])
     assert "_errors" not in compiled
     assert list(ran.iterdir()) == []
-    site, nodes, _, _ = ccc_migrate.migrate(root, ccc_migrate_vault.read_password_file(PASSWORD_FILE))
+    site, nodes, _, _ = migration.migrate(root, migrate_vault.read_password_file(PASSWORD_FILE))
     expected = deep_merge(deep_merge(site, nodes[minion]), {"secrets": EXPECTED_SECRETS})  # decrypted by the master
     assert compiled["ccc"] == json.loads(json.dumps(expected, default=str))
 
@@ -194,7 +194,7 @@ def test_the_yaml_line_alone_keeps_jinja_from_running_and_the_attack_is_real_wit
     ran = tmp_path / "ran"
     ran.mkdir()
     attack_text = run(ran, "shebang")
-    text = ccc_migrate_write._sls({"cluster": {"note": attack_text}}, "test")
+    text = migrate_write._sls({"cluster": {"note": attack_text}}, "test")
     for name, body, runs in (("with", text, False), ("without", text.split("\n", 1)[1], True)):
         site_root = tmp_path / name / "site-root"
         (site_root / "site").mkdir(parents=True)
@@ -203,8 +203,8 @@ def test_the_yaml_line_alone_keeps_jinja_from_running_and_the_attack_is_real_wit
         assert (ran / "shebang").exists() is runs, name
         if not runs:
             assert compiled["ccc"]["cluster"]["note"] == attack_text
-    with pytest.raises(ccc_migrate_write.WriteError, match="template syntax"):
-        ccc_migrate_write.plain_files({"cluster": {"note": attack_text}}, {})
+    with pytest.raises(migrate_write.WriteError, match="template syntax"):
+        migrate_write.plain_files({"cluster": {"note": attack_text}}, {})
 
 
 @pytest.mark.skipif(shutil.which("ansible-vault") is None, reason="ansible-vault (Debian ansible-core) not installed")
@@ -214,14 +214,14 @@ def test_vault_values_and_keys_holding_template_syntax_are_refused_by_name(tmp_p
     root = tmp_path / "inventory"
     shutil.copytree(INVENTORY, root)
     vault = root / "vault_vars" / "cluster-secrets.yml"
-    password = ccc_migrate_vault.read_password_file(PASSWORD_FILE)
-    plain = yaml.safe_load(ccc_migrate_vault.decrypt(vault.read_bytes(), password))
+    password = migrate_vault.read_password_file(PASSWORD_FILE)
+    plain = yaml.safe_load(migrate_vault.decrypt(vault.read_bytes(), password))
     plain["frpc_secure"]["auth_token"] = run(ran, "vault-value")
     plain["docker_secure"]["registry_auth"][run(ran, "vault-key")] = {"username": "u", "password": "p"}
     vault.write_text(yaml.safe_dump(plain))
     subprocess.run(["ansible-vault", "encrypt", "--vault-password-file", str(PASSWORD_FILE), str(vault)],
                    check=True, capture_output=True, timeout=60)
-    _, _, secrets, report = ccc_migrate.migrate(root, password)
+    _, _, secrets, report = migration.migrate(root, password)
     assert secrets == {key: value for key, value in EXPECTED_SECRETS.items() if key != "frp"}
     found = refused(report.as_dict(), ran)
     assert set(found) == {("vault_vars/cluster-secrets.yml", "frpc_secure.auth_token"),

@@ -7,11 +7,11 @@ as before, and the command line writes the tree."""
 import shutil
 import subprocess
 
-import ccc_migrate
-import ccc_migrate_write
 import yaml
 from support.site import REPO
 
+from ccc_migrate import migration  # noqa: E402  (support.site puts the checkout on the path)
+from ccc_migrate import write as migrate_write  # noqa: E402
 INVENTORY = REPO / "tests" / "data" / "ansible-inventory"
 SCRIPT = REPO / "scripts" / "migrate-ansible-inventory"
 
@@ -29,12 +29,12 @@ def colliding_inventory(root):
 
 def test_hosts_that_share_a_node_file_are_refused_and_neither_file_is_written(tmp_path):
     root = colliding_inventory(tmp_path / "inventory")
-    _, nodes, _, report = ccc_migrate.migrate(root)
+    _, nodes, _, report = migration.migrate(root)
     assert set(nodes) == {"gpu1", "gpu2", "gpu3"}
     refused = {entry["key"]: entry["reason"] for entry in report.entries if entry["status"] == "refused"}
     assert "site/nodes/gpu_4.sls would also be the file of gpu_4" in refused["host gpu.4"]
     assert "site/nodes/gpu_4.sls would also be the file of gpu.4" in refused["host gpu_4"]
-    files = ccc_migrate_write.plain_files({}, nodes)
+    files = migrate_write.plain_files({}, nodes)
     assert "site/nodes/gpu_4.sls" not in files and "site/nodes/gpu1.sls" in files
 
 

@@ -1,17 +1,17 @@
 """The original's Portainer UI, image re-pull and cachefilesd_state settings carried to the keys
-ccc-salt has for them (``ccc_migrate_cluster.map_var``), and the re-pull default of the original
+ccc-salt has for them (``ccc_migrate.cluster.map_var``), and the re-pull default of the original
 (compute_container_image_pull_always unset meant true) kept by the whole migration."""
 
 import support.site  # noqa: F401  (puts _utils on the path)
 
-import ccc_migrate_cluster  # noqa: E402
+from ccc_migrate import cluster as migrate_cluster  # noqa: E402  (support.site puts the checkout on the path)
 import ccc_migrate_report  # noqa: E402
 
 
 def _map(variables):
     tree, report = {}, ccc_migrate_report.Report()
     for key, value in variables.items():
-        assert ccc_migrate_cluster.map_var(key, value, tree, report, "cluster-vars.yml") is True, key
+        assert migrate_cluster.map_var(key, value, tree, report, "cluster-vars.yml") is True, key
     return tree, report
 
 

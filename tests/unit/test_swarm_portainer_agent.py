@@ -7,8 +7,8 @@ import pytest
 
 import support.site  # noqa: F401  (puts _utils on the path)
 
+from ccc_migrate import cluster as migrate_cluster  # noqa: E402  (support.site puts the checkout on the path)
 import ccc_docker_api  # noqa: E402
-import ccc_migrate_cluster  # noqa: E402
 import ccc_migrate_report  # noqa: E402
 import ccc_swarm  # noqa: E402
 
@@ -59,7 +59,7 @@ def test_the_read_only_agent_reads_the_swarm_it_shows_but_never_its_join_tokens(
 def test_the_migration_maps_the_overlay_and_says_the_lock_file_is_not_needed():
     tree, report = {}, ccc_migrate_report.Report()
     for key, value in {"portainer_network_overlay": "agents-net", "portainer_network_lockfile": "/nfs/lock"}.items():
-        assert ccc_migrate_cluster.map_var(key, value, tree, report, "cluster-vars.yml") is True
+        assert migrate_cluster.map_var(key, value, tree, report, "cluster-vars.yml") is True
     assert tree == {"docker": {"portainer_agent": {"overlay": "agents-net"}}}
     lock = next(entry for entry in report.entries if entry["key"] == "portainer_network_lockfile")
     assert lock["status"] == "not_mapped" and "no lock file" in lock["reason"]

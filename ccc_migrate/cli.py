@@ -1,11 +1,9 @@
-"""The command line of the migration (``python3 -m ccc_migrate_cli``, run by ``scripts/migrate-ansible-inventory``): arguments, writing, output."""
+"""The command line of the migration (``python3 -m ccc_migrate``, run by ``scripts/migrate-ansible-inventory``): arguments, writing, output."""
 
 import argparse
 import sys
 
-import ccc_migrate
-import ccc_migrate_vault
-import ccc_migrate_write
+from . import migration, vault, write
 
 
 def parse(argv):
@@ -24,20 +22,20 @@ def parse(argv):
 def run(args):
     """Migrate; returns the report's text (or JSON). Raises MigrationError/WriteError."""
     if not args.check:
-        ccc_migrate_write.check_out_dir(args.out_dir)
-    password = ccc_migrate_vault.read_password_file(args.vault_password_file) if args.vault_password_file else None
-    site, nodes, secrets, report = ccc_migrate.migrate(args.inventory_dir, password)
+        write.check_out_dir(args.out_dir)
+    password = vault.read_password_file(args.vault_password_file) if args.vault_password_file else None
+    site, nodes, secrets, report = migration.migrate(args.inventory_dir, password)
     if args.check:
         return report.json() if args.json else report.text()
-    files = ccc_migrate_write.plain_files(site, nodes)
+    files = write.plain_files(site, nodes)
     if secrets:
         if not args.recipient:
-            raise ccc_migrate.MigrationError("the vault holds secrets: give --recipient (the salt-master's GPG key)")
-        files["site/secrets.sls"] = ccc_migrate_write.secrets_file(secrets, args.recipient, args.gpg_homedir)
+            raise migration.MigrationError("the vault holds secrets: give --recipient (the salt-master's GPG key)")
+        files["site/secrets.sls"] = write.secrets_file(secrets, args.recipient, args.gpg_homedir)
     written = sorted(files) + ["migration-report.txt", "migration-report.json"]
     files["migration-report.txt"] = report.text(written)
     files["migration-report.json"] = report.json(written)
-    ccc_migrate_write.write(args.out_dir, files)
+    write.write(args.out_dir, files)
     return report.json(written) if args.json else report.text(written)
 
 
@@ -45,7 +43,7 @@ def main(argv=None):
     args = parse(sys.argv[1:] if argv is None else argv)
     try:
         sys.stdout.write(run(args))
-    except (ccc_migrate.MigrationError, ccc_migrate_write.WriteError, ccc_migrate_vault.VaultError, OSError) as exc:
+    except (migration.MigrationError, write.WriteError, vault.VaultError, OSError) as exc:
         sys.stderr.write(f"migrate-ansible-inventory: {exc}\n")
         return 2
     return 0

@@ -4,23 +4,22 @@ Migrate a CCC Ansible inventory to a ccc-salt pillar tree (docs/migration.md):
     scripts/migrate-ansible-inventory INVENTORY_DIR OUT_DIR [--check] [--json]
         [--vault-password-file F] [--recipient GPG_KEYID] [--gpg-homedir DIR]
 
-The launcher runs ``ccc_migrate_cli`` with ``_utils`` on PYTHONPATH; ``migrate`` is the whole mapping.
+The launcher runs ``python -m ccc_migrate`` (``cli``) with the checkout and its ``_utils`` on
+PYTHONPATH, as Salt puts ``_utils`` on the path of what it loads; ``migrate`` is the whole mapping.
 Writes ``OUT_DIR/site/...`` and the report (``OUT_DIR/migration-report.{txt,json}``), prints
 the report; ``--check`` only prints it. No secret value is ever printed or logged.
 """
 
 import ccc_migrate_check
-import ccc_migrate_cluster
 import ccc_migrate_containers
-import ccc_migrate_guard as guard
-import ccc_migrate_hosts
-import ccc_migrate_inventory as inventory_reader
-import ccc_migrate_markers as markers
-import ccc_migrate_paths as paths
+import ccc_migrate_inventory
+import ccc_migrate_markers
 import ccc_migrate_report
-import ccc_migrate_secrets
-import ccc_migrate_vault
-import ccc_migrate_write
+import yaml
+
+from . import cluster, guard, hosts, markers, paths, vault, write
+from . import inventory as inventory_reader
+from . import secrets as vault_secrets
 
 DEFAULT_IMAGE_PREFIX = "vicoslab/ccc:"
 FIRST = ("mount_points",)  # keys other mappings read (nfs_mounts needs the mount points)
@@ -43,14 +42,14 @@ def _map_group_vars(group_vars, report):
 def _map_group_var(key, value, source, site, report):
     """One group variable into ``site`` (run by ``guard.mapped``: a value of a shape the mappers
     cannot read is refused alone)."""
-    if inventory_reader.holds_inline_vault(value):
+    if ccc_migrate_inventory.holds_inline_vault(value):
         report.not_mapped(source, key, "holds an inline vault value the migration cannot decrypt")
     elif key in ccc_migrate_containers.HANDLERS:
         name, handler = ccc_migrate_containers.HANDLERS[key]
         site[name] = handler(value, report, source)
     elif key.startswith("ansible_"):
         report.not_mapped(source, key, "Ansible connection variable")
-    elif not ccc_migrate_cluster.map_var(key, value, site, report, source):
+    elif not cluster.map_var(key, value, site, report, source):
         report.not_mapped(source, key, "no ccc-salt equivalent")
 
 
@@ -75,23 +74,23 @@ def _map_hosts(inventory, site, report):
     nodes = {}
     files = {}  # node file -> the hosts it would serve
     for node in inventory["nodes"]:
-        files.setdefault(ccc_migrate_write.node_file(node), []).append(node)
+        files.setdefault(write.node_file(node), []).append(node)
     for node, meta in inventory["nodes"].items():
-        sharing = files[ccc_migrate_write.node_file(node)]
+        sharing = files[write.node_file(node)]
         if len(sharing) > 1:
-            others = ", ".join(markers.name(other) for other in sharing if other != node)
-            report.refused(inventory["hosts_file"], f"host {markers.name(node)}",
-                           f"its pillar file {ccc_migrate_write.node_file(node)} would also be the file of {others} "
+            others = ", ".join(ccc_migrate_markers.name(other) for other in sharing if other != node)
+            report.refused(inventory["hosts_file"], f"host {ccc_migrate_markers.name(node)}",
+                           f"its pillar file {write.node_file(node)} would also be the file of {others} "
                            "(pillar/top.sls replaces the dots of a minion id by underscores), so each minion would "
                            "read the other's node data: the node is left out (rename one host)")
             continue
         for key in meta:
             report.not_mapped(inventory["hosts_file"], f"{node}.{key}",
                               "Ansible connection variable: the Salt minion id must be the node name")
-        nodes[node] = ccc_migrate_hosts.map_host(node, inventory["host_vars"].get(node) or {}, report, local)
-    for group, hosts in inventory["groups"].items():
+        nodes[node] = hosts.map_host(node, inventory["host_vars"].get(node) or {}, report, local)
+    for group, members in inventory["groups"].items():
         report.not_mapped(inventory["hosts_file"], f"group {group}",
-                          f"target these nodes with a Salt list or nodegroup instead: {', '.join(hosts)}")
+                          f"target these nodes with a Salt list or nodegroup instead: {', '.join(members)}")
     for path in inventory["other_files"]:
         report.not_mapped(path, "*", "vars of a group or host outside ccc-cluster (the original's plays did not use them)")
     return nodes
@@ -108,14 +107,14 @@ def _secrets(inventory, password, report):
         return {}
     try:
         with open(vault_file, "rb") as handle:
-            plain = ccc_migrate_vault.decrypt(handle.read(), password)
-    except ccc_migrate_vault.VaultError as exc:
+            plain = vault.decrypt(handle.read(), password)
+    except vault.VaultError as exc:
         raise MigrationError(f"{inventory_reader.VAULT_FILE}: {exc}") from None
-    data = inventory_reader.yaml.safe_load(plain.decode("utf-8")) or {}
+    data = yaml.safe_load(plain.decode("utf-8")) or {}
     if not isinstance(data, dict):
         raise MigrationError(f"{inventory_reader.VAULT_FILE}: the decrypted vault is not a mapping of variables")
     data = markers.secrets(data, report, inventory_reader.VAULT_FILE)
-    return ccc_migrate_secrets.map_secrets(data, report, inventory_reader.VAULT_FILE)
+    return vault_secrets.map_secrets(data, report, inventory_reader.VAULT_FILE)
 
 
 def migrate(inventory_dir, password=None):

@@ -4,9 +4,7 @@ netplan interfaces and VLANs, ZFS pools and datasets; any cluster variable set p
 through the cluster mapping into the node's file (node pillar wins over the site's).
 """
 
-import ccc_migrate_cluster
-import ccc_migrate_guard as guard
-import ccc_migrate_paths as paths
+from . import cluster, guard, paths
 
 NETPLAN_KEYS = ("addresses", "dhcp4", "dhcp6", "gateway4", "gateway6", "nameservers", "accept_ra", "routes", "mac", "mtu")
 VLAN_KEYS = ("id", "link", "addresses", "dhcp4", "dhcp6", "nameservers", "accept_ra", "routes", "mtu")
@@ -106,7 +104,7 @@ def map_host(node, found, report, local_points):
             _zvolumes(value, tree, report, source, where, local_points)
         elif key.startswith("ansible_"):
             report.not_mapped(source, key, "Ansible connection variable: the Salt minion id is the node name")
-        elif not ccc_migrate_cluster.map_var(key, value, tree, report, source, where):
+        elif not cluster.map_var(key, value, tree, report, source, where):
             report.not_mapped(source, key, "no ccc-salt equivalent")
 
     for key, (value, source) in found.items():

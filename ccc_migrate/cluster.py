@@ -4,8 +4,7 @@ keys set per host in ``host_vars``) to ccc-salt pillar: ``ccc:cluster``, the rol
 ``ccc:roles`` and each role's settings. Pure: values in, a ``ccc`` tree and report entries out.
 """
 
-import ccc_migrate_networks as networks
-import ccc_migrate_paths as paths
+from . import networks, paths
 
 # original key -> ccc path, copied as they are
 SIMPLE = {

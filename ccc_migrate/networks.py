@@ -5,7 +5,7 @@ networks (``docker_networks`` → ``ccc:cluster:networks``), the access classes'
 (``frpc_networks``) and the NFS mounts (``nfs_mounts`` → ``ccc:nfs_storage:mounts``).
 """
 
-import ccc_migrate_paths as paths
+from . import paths
 
 NETWORK_KEYS = {"subnet": "subnet", "gateway": "gateway", "internal_name": "bridge_name", "is_internal": "internal",
                 "restricted_access": "restricted_access", "allowed_access": "allowed_access",
