@@ -5,11 +5,11 @@ events before anything is built, aliases refused, one ``STACK_NAME`` section ret
 
 import errno
 import os
-import stat
 
 import yaml
 
 import ccc_quote
+import ccc_safefs
 
 # Bounds checked before any schema validation, so a hostile file costs milliseconds: jsonschema
 # validates (and reports) every item of an oversized list, and uniqueItems is quadratic.
@@ -77,13 +77,15 @@ def read_settings_file(path, max_bytes=MAX_SETTINGS_BYTES):
 
     Returns the text, or ``None`` when the file does not exist. Raises ``SettingsError`` with a
     plain-language reason for symlinks, FIFOs, devices, directories, oversized or non-UTF-8 files.
+    The file itself is read by ``ccc_safefs.read_regular_at``, root's one safe read of a file a
+    user controls (never a device opened, never a FIFO waited on, the checked inode read).
     """
     name = os.path.basename(path)
     folder = os.path.dirname(path) or "."
     # The folder is user-controlled too (it sits in the user's rw /storage/user): open it without
     # following a symlink, then open the file relative to it.
     try:
-        dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        dir_fd = os.open(folder, ccc_safefs.DIR_FLAGS)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -92,34 +94,16 @@ def read_settings_file(path, max_bytes=MAX_SETTINGS_BYTES):
                 f"the folder {os.path.basename(folder)} is a symbolic link; it must be a real folder"
             ) from None
         raise SettingsError(f"the folder of {name} cannot be read ({os.strerror(exc.errno)})") from None
-    # O_PATH first: it never opens a device (a planted watchdog node must not be opened by
-    # root) and never blocks on a FIFO; only a regular file is then re-opened for reading,
-    # through /proc/self/fd, so it is the very inode that was checked.
     try:
-        path_fd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None
+        data = ccc_safefs.read_regular_at(dir_fd, name, max_bytes)
+    except ccc_safefs.UnsafePath as exc:
+        raise SettingsError(exc.strerror) from None
     except OSError as exc:
         raise SettingsError(f"{name} cannot be read ({os.strerror(exc.errno)})") from None
     finally:
         os.close(dir_fd)
-    try:
-        info = os.fstat(path_fd)
-        if stat.S_ISLNK(info.st_mode):
-            raise SettingsError(f"{name} is a symbolic link; it must be a regular file")
-        if not stat.S_ISREG(info.st_mode):
-            raise SettingsError(f"{name} is not a regular file")
-        if info.st_size > max_bytes:
-            raise SettingsError(f"{name} is {info.st_size} bytes; the limit is {max_bytes} bytes")
-        fd = os.open(f"/proc/self/fd/{path_fd}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    finally:
-        os.close(path_fd)
-    try:
-        data = os.read(fd, max_bytes + 1)
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise SettingsError(f"{name} is larger than {max_bytes} bytes")
+    if data is None:
+        return None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
