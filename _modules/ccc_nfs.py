@@ -7,11 +7,11 @@ mounting them: the mount table, a bounded "does the server answer" probe, ``moun
 import os
 import socket
 import subprocess
-import tempfile
 
 import ccc_nfs
 import ccc_pillar
 import ccc_role_settings
+import ccc_safefs
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_nfs"
@@ -133,20 +133,8 @@ def fstab_set(path, source, fstype, options, test=False):
     if new == text or new == text + "\n":
         return {}
     if not test:
-        _replace(FSTAB, new)
+        try:  # whole or not at all: a half-written fstab breaks the next boot
+            ccc_safefs.replace_file(FSTAB, new.encode("utf-8"), 0o644)
+        except OSError as exc:
+            raise CommandExecutionError(f"{FSTAB} could not be written ({exc}); it is unchanged") from None
     return {"old": old, "new": ccc_nfs.fstab_line(wanted)}
-
-
-def _replace(path, text):
-    """Write ``path`` whole or not at all (a half-written fstab breaks the next boot)."""
-    folder = os.path.dirname(path)
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=".fstab.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        if os.path.exists(temp):
-            os.unlink(temp)
-        raise

@@ -8,8 +8,8 @@ pool. Nothing here destroys, forces or re-labels (``ccc_zfs.change`` refuses tho
 """
 
 import os
-import tempfile
 
+import ccc_safefs
 import ccc_state_ret
 import ccc_zfs
 from salt.exceptions import CommandExecutionError
@@ -169,16 +169,6 @@ def _read(path):
         return None
 
 
-def _write(path, text):
-    """Replace ``path`` with ``text`` (mode 0644) in one rename."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".ccc-zfs-")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(text)
-    os.chmod(temp, 0o644)
-    os.replace(temp, path)
-
-
 def _live(parameters, live_dir):
     """``{parameter: {"old", "new"}}`` of the loaded module's differing values, in write order
     (no module loaded: ``{}``); a parameter the module lacks raises ``CommandExecutionError``."""
@@ -219,7 +209,10 @@ def module_parameters(name, parameters=None, live_dir="/sys/module/zfs/parameter
     if __opts__["test"]:
         return ccc_state_ret.result(name, None, changes, "zfs module parameters would be set")
     if changes.get("file") == "written":
-        _write(name, wanted)
+        try:  # modprobe reads the file at module load: whole or not at all
+            ccc_safefs.replace_file(name, wanted.encode("utf-8"), 0o644, folder_mode=0o755)
+        except OSError as exc:
+            return ccc_state_ret.result(name, False, {}, f"{name} could not be written ({exc}); nothing was changed")
     elif changes.get("file") == "removed":
         os.unlink(name)
     for key in live:

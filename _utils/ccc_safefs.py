@@ -153,30 +153,41 @@ def write_file_at(dir_fd, name, data, mode, owner=None):
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode,
                  dir_fd=dir_fd)
     try:
-        os.write(fd, data)
-        if owner:
-            os.fchown(fd, *owner)
-        os.fchmod(fd, mode)
-    finally:
-        os.close(fd)
-    try:
+        try:
+            _write_all(fd, data)
+            if owner:
+                os.fchown(fd, *owner)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
         os.replace(temporary, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except OSError:
+    except BaseException:
+        # A failed write (disk full, a file size limit) leaves neither a half file in place of
+        # ``name`` nor the temporary name behind.
         os.unlink(temporary, dir_fd=dir_fd)
         raise
 
 
-def replace_file(path, data, mode, owner=None, root=None):
+def _write_all(fd, data):
+    """All of ``data`` to ``fd``: ``os.write`` may write less (a file size limit, a full disk
+    met part way); what it cannot write raises."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def replace_file(path, data, mode, owner=None, root=None, folder_mode=0o700):
     """
-    Replace a root-side file (state dir, node record, cache, move marker) atomically with
-    ``write_file_at``. Missing folders are made below ``root`` (default: the file's
-    grandparent), never a missing ``root`` itself: that is a storage root that is not mounted.
+    Replace a root-side file (state dir, node record, cache, move marker, ``/etc/fstab``, a
+    modprobe file) atomically with ``write_file_at``: the one atomic writer. Missing folders are
+    made (``folder_mode``) below ``root`` (default: the file's grandparent), never a missing
+    ``root`` itself: that is a storage root that is not mounted.
     """
     directory = os.path.dirname(path)
     root = root or os.path.dirname(directory)
     if not os.path.isdir(root):
         raise FileNotFoundError(f"{root} does not exist on this node (storage not mounted?)")
-    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.makedirs(directory, mode=folder_mode, exist_ok=True)
     fd = open_root(directory)
     try:
         write_file_at(fd, os.path.basename(path), data, mode, owner)
