@@ -19,6 +19,8 @@ import fcntl
 import json
 import os
 
+import ccc_rules
+
 # Sent by a node whose agent finds the agents' overlay missing (it is not the leader).
 EVENT_PENDING = "ccc/swarm/agent_overlay/pending"
 # Sent by the swarm leader once its agent has created the agents' overlay.
@@ -40,7 +42,7 @@ def normalised(record):
     created = record.get("created")
     waiting = record.get("waiting")
     woken = record.get("woken")
-    return {"created": created if isinstance(created, int) and not isinstance(created, bool) and created > 0 else 0,
+    return {"created": created if ccc_rules.is_whole(created, 1) else 0,
             "waiting": sorted({n for n in waiting if isinstance(n, str)}) if isinstance(waiting, list) else [],
             "woken": {n: s for n, s in woken.items() if isinstance(n, str) and isinstance(s, int)}
             if isinstance(woken, dict) else {}}

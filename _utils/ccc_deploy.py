@@ -20,6 +20,7 @@ import logging
 
 import ccc_apply
 import ccc_plan
+import ccc_rules
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ def parallelism(node):
     """``ccc:node:create_parallelism`` (``ccc_pillar.node_settings``): how many containers a run
     applies at once; a whole number of at least 1."""
     value = node["create_parallelism"]
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not ccc_rules.is_whole(value, 1):
         raise ValueError(f"ccc:node:create_parallelism must be a whole number of at least 1, got {value!r}")
     return value
 

@@ -15,6 +15,7 @@ import os
 import ccc_fan_config
 import ccc_monitoring
 import ccc_pillar
+import ccc_rules
 import yaml
 
 DEFAULTS = {
@@ -47,7 +48,7 @@ def _problems(config, known):
     if not isinstance(config.get("listen_address"), str) or not config["listen_address"]:
         problems.append("listen_address must be an address, e.g. 0.0.0.0 or 127.0.0.1")
     port = config.get("port")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+    if not ccc_rules.is_whole(port, 0, 65535):
         problems.append(f"port must be 0..65535, got {port!r}")
     for key in ("docker_url", "proc_root"):
         if key in known and (not isinstance(config.get(key), str) or not config[key]):
@@ -56,7 +57,7 @@ def _problems(config, known):
     if state_file is not None and (not isinstance(state_file, str) or not os.path.isabs(state_file)):
         problems.append(f"fan_state_file must be an absolute path or null, got {state_file!r}")
     timeout = config.get("docker_timeout")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+    if not ccc_rules.is_number(timeout) or timeout <= 0:
         problems.append(f"docker_timeout must be a positive number of seconds, got {timeout!r}")
     if not isinstance(config.get("user_labels"), bool):
         problems.append(f"user_labels must be true or false, got {config.get('user_labels')!r}")

@@ -10,6 +10,8 @@ backends. Nothing from pillar reaches a shell unchecked. Plain Python, no Salt i
 import ipaddress
 import re
 
+import ccc_rules
+
 BACKENDS = ("systemd", "auto", "polling", "pyinotify")
 PORT = re.compile(r"^[a-z0-9][a-z0-9,:-]{0,63}$")
 COUNTRY = re.compile(r"^[A-Za-z]{2}$")
@@ -37,7 +39,7 @@ def ignore_networks(value):
 
 
 def _whole(name, value, lowest):
-    if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+    if not ccc_rules.is_whole(value, lowest):
         text = "-1 (forever) or " if lowest < 0 else ""
         raise ValueError(f"{name} must be {text}a whole number >= {max(lowest, 1)} (seconds for times), got {value!r}")
     if lowest < 0 and value == 0:
@@ -68,7 +70,7 @@ def check(settings):
     else:
         problems.append(f"ignore_country must be a two-letter ISO country code such as SI, got {country!r}")
     port = settings.get("port")
-    if isinstance(port, int) and not isinstance(port, bool):
+    if ccc_rules.is_whole(port):
         port = str(port)
     if not (isinstance(port, str) and PORT.fullmatch(port)):
         problems.append(f"port must be a service name or port numbers such as ssh or 22,2222, got {port!r}")

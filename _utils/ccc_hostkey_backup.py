@@ -16,6 +16,8 @@ import secrets
 import tarfile
 import time
 
+import ccc_rules
+
 PREFIX = "host-keys-"
 NAME = re.compile(r"^host-keys-(\d{8}T\d{6}Z)-([0-9a-f]{16})\.tar$")
 MAX_FILE = 1 << 16
@@ -58,7 +60,7 @@ def plan(source, backup_dir, keep):
     What ``apply`` would do: ``{"sets": n, "digest": str, "write": file name or None,
     "prune": [file name]}``. ``write`` is None when the newest backup has the same content.
     """
-    if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
+    if not ccc_rules.is_whole(keep, 1):
         raise ValueError(f"ccc:sshd_hostkeys:keep must be a whole number >= 1, got {keep!r}")
     members = _members(source)
     current = digest(members)

@@ -7,6 +7,8 @@ kernel default (8192 watches, 128 instances on older kernels) runs out and edito
 noticing changes. Plain Python, no Salt imports.
 """
 
+import ccc_rules
+
 KEYS = ("max_user_watches", "max_user_instances", "max_queued_events")
 CONFIG_FILE = "/etc/sysctl.d/60-ccc-inotify.conf"
 
@@ -21,7 +23,7 @@ def sysctls(settings):
         value = settings.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not ccc_rules.is_whole(value, 1):
             problems.append(f"ccc:inotify:{key} must be a whole number >= 1 or null, got {value!r}")
             continue
         wanted[f"fs.inotify.{key}"] = value

@@ -19,6 +19,7 @@ import shlex
 
 import ccc_frp
 import ccc_roles
+import ccc_rules
 
 ROLE = "monitoring_agent"
 LOOPBACK = "127.0.0.1"
@@ -84,7 +85,7 @@ def pillar_host_address(ccc):
 
 
 def _port(value, what):
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+    if not ccc_rules.is_whole(value, 1, 65535):
         raise ValueError(f"ccc:monitoring:{what} must be a port number 1..65535, got {value!r}")
     return value
 

@@ -28,6 +28,7 @@ import os
 import time
 
 import ccc_pillar
+import ccc_rules
 import ccc_safefs
 
 MARKER_MAX_BYTES = 4096
@@ -39,7 +40,7 @@ def _folder(state_dir, stack):
 
 def _time(value):
     """A marker's time as a number (0 when missing or not a number)."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+    return float(value) if ccc_rules.is_number(value) else 0.0
 
 
 def read(state_dir, stack):
@@ -86,7 +87,7 @@ def max_window(cluster):
     the admin's message."""
     default = ccc_pillar.CLUSTER_DEFAULTS["moves"]["max_window"]
     value = ((cluster or {}).get("moves") or {}).get("max_window", default)
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+    if ccc_rules.is_number(value) and value > 0:
         return float(value), None
     return float(default), (f"ccc:cluster:moves:max_window must be a number of seconds above 0, got {value!r}; "
                             f"using {default}")

@@ -14,6 +14,8 @@ import re
 
 import yaml
 
+import ccc_rules
+
 NETPLAN_DIR = "/etc/netplan"
 KEYS = ("name", "renderer", "ethernets", "bonds", "vlans")
 RENDERERS = ("networkd", "NetworkManager")
@@ -54,7 +56,7 @@ def _bool(key, value, problems):
 
 
 def _whole(key, value, low, high, problems):
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    if not ccc_rules.is_whole(value, low, high):
         problems.append(f"{key} must be a whole number from {low} to {high}, got {value!r}")
         return None
     return value

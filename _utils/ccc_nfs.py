@@ -16,6 +16,8 @@ and ``/proc/self/mountinfo`` text in, plain data out.
 import os
 import re
 
+import ccc_rules
+
 # Pillar value -> what /proc/self/mountinfo may show for it: a plain "nfs" mount negotiates its
 # version, and the kernel reports version 4 mounts as nfs4.
 KINDS = {"nfs": ("nfs", "nfs4"), "nfs4": ("nfs4",)}
@@ -48,7 +50,7 @@ def check(settings, cluster, cachefilesd_on=False):
     points = (cluster.get("mount_points") or {}).get("nfs") or {}
     problems, mounts = [], []
     timeout = settings.get("check_timeout")
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 1 <= timeout <= 120:
+    if not ccc_rules.is_whole(timeout, 1, 120):
         problems.append(f"ccc:nfs_storage:check_timeout must be whole seconds 1..120, got {timeout!r}")
     default_options = _option_list(settings.get("options") or [], "ccc:nfs_storage:options", problems)
     entries = settings.get("mounts") or {}

@@ -19,6 +19,8 @@ so this module loads, and says clearly what is missing, on a machine without the
 import logging
 import math
 
+import ccc_rules
+
 log = logging.getLogger(__name__)
 
 # NVML errors that mean NVML as a whole is unusable (not one GPU): every reader raises.
@@ -206,7 +208,7 @@ def read_temperatures(nvml):
             celsius = nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)
         except nvml.NVMLError as exc:
             raise GpuReadError(f"GPU {index}: temperature unreadable: {_nvml_message(exc)}") from exc
-        if isinstance(celsius, bool) or not isinstance(celsius, (int, float)) or math.isnan(celsius):
+        if not ccc_rules.is_number(celsius) or math.isnan(celsius):
             raise GpuReadError(f"GPU {index}: temperature unreadable: NVML returned {celsius!r}")
         celsius = round(celsius)
         if not uuid or uuid in temperatures:

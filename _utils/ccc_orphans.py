@@ -7,6 +7,7 @@ node: ``refusal`` says when removing them must not happen now. Data is never tou
 
 import ccc_engine
 import ccc_node_record
+import ccc_rules
 
 
 def refusal(orphans, managed_count, max_share, force=False, pillar_errors=None):
@@ -23,7 +24,7 @@ def refusal(orphans, managed_count, max_share, force=False, pillar_errors=None):
     if pillar_errors:
         return "pillar has render errors, so its list of containers cannot be trusted: " + "; ".join(
             str(error) for error in pillar_errors)[:1000]
-    if isinstance(max_share, bool) or not isinstance(max_share, (int, float)) or not 0 <= max_share <= 1:
+    if not ccc_rules.is_number(max_share) or not 0 <= max_share <= 1:
         return f"ccc:cluster:orphans:max_share must be a number from 0 to 1, got {max_share!r}"
     if len(orphans) > 1 and len(orphans) > max_share * managed_count and not force:
         return (f"{len(orphans)} of the {managed_count} managed containers on this node would go, more than "

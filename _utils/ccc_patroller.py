@@ -29,6 +29,7 @@ import re
 import ccc_device_groups
 import ccc_frp
 import ccc_quote
+import ccc_rules
 
 ROLE = "patroller"
 PORT = 80
@@ -104,7 +105,7 @@ def check(settings, cluster):
     checked = {"name": _text(settings, "name", "", problems, CONTAINER_NAME),
                "image": _text(settings, "image", "", problems)}
     lease = settings.get("lease")
-    if isinstance(lease, bool) or not isinstance(lease, int) or lease < 1:
+    if not ccc_rules.is_whole(lease, 1):
         problems.append(f"lease must be a whole number of seconds >= 1, got {ccc_quote.quote_value(lease)}")
     checked["lease"] = lease
     network = settings.get("network") or cluster.get("claims_network")

@@ -14,6 +14,7 @@ settings, the environments) lives in ``storage_path``, a root-only folder on the
 import os
 
 import ccc_frp
+import ccc_rules
 
 PORT = 9000  # the server's HTTP port (9443: its HTTPS, 8000: the Edge agents' tunnel)
 EXPOSED = [8000, 9000, 9443]
@@ -26,7 +27,7 @@ def ui_spec(settings, has_secret):
     if not isinstance(storage, str) or not os.path.isabs(storage) or os.path.normpath(storage) == "/":
         raise ValueError(f"ccc:docker:portainer_ui:storage_path must be an absolute folder other than /, got {storage!r}")
     port = settings.get("publish_port")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+    if not ccc_rules.is_whole(port, 1, 65535):
         raise ValueError(f"ccc:docker:portainer_ui:publish_port must be a port number, got {port!r}")
     for key in ("name", "image", "publish_ip"):
         if not isinstance(settings.get(key), str) or not settings[key]:

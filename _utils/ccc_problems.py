@@ -29,6 +29,7 @@ import os
 import re
 import unicodedata
 
+import ccc_rules
 import ccc_safefs
 import ccc_secrets
 import ccc_userdirs
@@ -203,7 +204,7 @@ def stored_log(record):
     if not isinstance(record, dict):
         return None
     summary, read, lines = record.get("summary"), record.get("read"), record.get("lines")
-    if (not isinstance(summary, str) or isinstance(read, bool) or not isinstance(read, (int, float))
+    if (not isinstance(summary, str) or not ccc_rules.is_number(read)
             or not isinstance(lines, list) or not all(isinstance(line, str) for line in lines)):
         return None
     return {"summary": summary, "read": read, "lines": [line[:LINE_CHARS] for line in lines[-LOG_LINES:]]}

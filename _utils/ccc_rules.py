@@ -23,6 +23,18 @@ def truthy(value):
     return value is True or (isinstance(value, (str, int)) and str(value).lower() in ("true", "1", "yes"))
 
 
+def is_whole(value, low=None, high=None):
+    """True for a whole number (``low``..``high`` when given). Never a bool: YAML reads ``yes``
+    and ``true`` as True, which Python would count as 1 (one second, one retry, port 1)."""
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and (low is None or value >= low) and (high is None or value <= high))
+
+
+def is_number(value):
+    """True for an int or a float, never a bool (see ``is_whole``)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def is_stack_name(value):
     """
     A string shaped like a STACK_NAME (so also a safe folder name: no ``/``, no leading dot).

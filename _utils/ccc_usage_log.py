@@ -18,6 +18,7 @@ import os
 import stat
 
 import ccc_pillar
+import ccc_rules
 import ccc_safefs
 
 FOLDER = "container-net-statistics"
@@ -33,7 +34,7 @@ def settings(ccc):
     if not isinstance(merged["accounting"], bool):
         raise ValueError(f"ccc:usage:accounting must be true or false, got {merged['accounting']!r}")
     hours = merged["interval_hours"]
-    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not 0 < hours <= 24 * 31:
+    if not ccc_rules.is_number(hours) or not 0 < hours <= 24 * 31:
         raise ValueError(f"ccc:usage:interval_hours must be a number of hours in (0, 744], got {hours!r}")
     return merged
 

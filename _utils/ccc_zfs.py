@@ -11,6 +11,8 @@ an admin would run by hand. Plain Python, no Salt imports.
 
 import re
 
+import ccc_rules
+
 POOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
 DATASET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}(/[A-Za-z0-9_.:-]{1,64}){1,16}$")
 PROPERTY = re.compile(r"^[a-z][a-z0-9_:.]{0,63}$")
@@ -123,7 +125,7 @@ def parameters(value):
     for key, item in _mapping(value, "ccc:zfs:module_parameters").items():
         if not (isinstance(key, str) and PARAMETER.fullmatch(key)):
             raise ValueError(f"ccc:zfs:module_parameters: {key!r} is not a zfs module parameter name (zfs_...)")
-        if isinstance(item, bool) or not isinstance(item, int) or item < 0:
+        if not ccc_rules.is_whole(item, 0):
             raise ValueError(f"ccc:zfs:module_parameters:{key} must be a whole number >= 0, got {item!r}")
         checked[key] = item
     low, high = checked.get("zfs_arc_min"), checked.get("zfs_arc_max")

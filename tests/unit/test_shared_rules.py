@@ -72,6 +72,24 @@ def test_truthy(value, expected):
 
 
 # ------------------------------------------------------------------------------------------------
+# Whole numbers and numbers (the one check every role's settings use: a YAML ``true`` is no 1)
+
+
+@pytest.mark.parametrize("value, low, high, expected", [
+    (1, None, None, True), (0, 1, None, False), (65535, 1, 65535, True), (65536, 1, 65535, False),
+    (-1, -1, None, True), (True, None, None, False), (False, 0, None, False), (1.0, None, None, False),
+    ("8080", None, None, False), (None, None, None, False), (2 ** 70, 0, None, True)])
+def test_whole_numbers(value, low, high, expected):
+    assert ccc_rules.is_whole(value, low, high) is expected
+
+
+@pytest.mark.parametrize("value, expected", [(1, True), (0.5, True), (float("nan"), True), (True, False),
+                                             ("1", False), (None, False)])
+def test_numbers(value, expected):
+    assert ccc_rules.is_number(value) is expected
+
+
+# ------------------------------------------------------------------------------------------------
 # Merges and defaults
 
 
