@@ -13,7 +13,7 @@ reactor redeploys that stack like a settings edit, which changes nothing but wri
 and the log's last lines into the user's ``.deploy`` report (``ccc_problems``).
 
 How it watches: it keeps one ``GET /events`` request open on the engine's API socket, filtered
-to ``die``/``oom`` events of ccc-salt's containers (``EVENTS_FILTER``: silent while they run). dockerd closes that
+to ``die``/``oom`` events of ccc-salt's containers (``_ccc_docker_events``: silent while they run). dockerd closes that
 connection when it stops, and the kernel closes it when dockerd is killed, so every restart is
 seen, however fast, without asking the engine anything while it runs. An idle poll is one
 non-blocking ``recv`` (no data: the same engine is still there). When the stream ends or cannot
@@ -59,19 +59,15 @@ and miss a restart then. The watching logic is the plain-Python class ``EngineWa
 ``beacon`` only wraps it.
 """
 
-import errno
 import importlib
-import json
 import logging
-import re
-import select
-import socket
 import time
-import urllib.parse
 
 import _ccc_beacon_config as beacon_config
+import _ccc_docker_events as events
 
-importlib.reload(beacon_config)  # the helper as synced now (see _beacons/ccc_settings.py)
+importlib.reload(beacon_config)  # the helpers as synced now (see _beacons/ccc_settings.py)
+importlib.reload(events)
 
 log = logging.getLogger(__name__)
 
@@ -82,155 +78,11 @@ CONTEXT_KEY = "ccc_docker.watcher"
 REGISTRY_MODULE = "_ccc_salt_docker_beacon_registry"
 SETTINGS = "ccc_containers.settings"
 SETTINGS_RECHECK = 30.0  # s between two looks at ccc:node:docker_url (a pillar refresh rebuilds the beacon anyway)
-# Compute containers that die (ccc-salt's label) or are killed for memory: the stream is silent
-# while they run, and a crash shows the user why (``died``).
-EVENTS_FILTER = '{"type":["container"],"event":["die","oom"],"label":["ccc.managed-by=ccc-salt"]}'
-EVENTS_REQUEST = (
-    "GET /events?filters=" + urllib.parse.quote(EVENTS_FILTER, safe="") + " HTTP/1.1\r\n"
-    "Host: docker\r\nUser-Agent: ccc-salt-beacon\r\nAccept: application/json\r\nConnection: close\r\n\r\n"
-).encode()
-MAX_HEAD = 16384
 REFUSED_RETRY = 60.0  # s: an engine that answers the stream with an error is asked again this often
-MAX_EVENT_BYTES = 65536  # an event line longer than this is dropped (events are a few hundred bytes)
-# A stack name as a tag part (the runner checks it again with the deployment's rules).
-STACK_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
-# Stopped from outside (docker stop, dockerd stopping or gone: ccc_problems.STOP_EXIT_CODES): not a crash.
-STOP_EXIT_CODES = ("0", "137", "143", "255")
 
 
 def __virtual__():
     return __virtualname__
-
-
-# --------------------------------------------------------------------------------------------
-# The event stream (non-blocking HTTP over a socket)
-
-
-def endpoint(url):
-    """``(family, address)`` for a Docker URL; ``ValueError`` for one the beacon cannot watch."""
-    parsed = urllib.parse.urlsplit(url) if isinstance(url, str) else None
-    if parsed is None or parsed.scheme not in ("unix", "tcp", "http"):
-        raise ValueError(f"unsupported docker_url {url!r} (unix://, tcp:// or http:// without TLS)")
-    if parsed.scheme == "unix":
-        if not parsed.path.startswith("/"):
-            raise ValueError(f"docker_url {url!r} must name an absolute socket path")
-        return socket.AF_UNIX, parsed.path
-    if not parsed.hostname or not parsed.port:
-        raise ValueError(f"docker_url {url!r} must name a host and a port")
-    return socket.AF_INET6 if ":" in parsed.hostname else socket.AF_INET, (parsed.hostname, parsed.port)
-
-
-class EventStream:
-    """
-    One ``GET /events`` on the engine, never blocking. ``check()`` returns ``"waiting"`` (no
-    answer yet), ``"open"`` (the engine answered 200 and keeps the stream), ``"refused"`` (it
-    answered something else) or ``"closed"`` (the connection failed or ended).
-    """
-
-    def __init__(self, family, address):
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setblocking(False)
-        self.status = "waiting"
-        self.head = b""
-        self.sent = False
-        self.pending = b""  # an event line not complete yet
-        self.died = []      # stacks whose container crashed, seen since the last ``take_died``
-        code = self.sock.connect_ex(address)
-        if code not in (0, errno.EINPROGRESS):
-            self.sock.close()
-            raise OSError(code, errno.errorcode.get(code, "connect failed"))
-
-    def _send(self):
-        """Send the request once the (TCP) connection is up; False while it is still connecting."""
-        writable = select.poll()  # not select.select: the minion may hold descriptors above 1024
-        writable.register(self.sock, select.POLLOUT)
-        if not writable.poll(0):
-            return False
-        code = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        if code:
-            raise OSError(code, errno.errorcode.get(code, "connect failed"))
-        if self.sock.send(EVENTS_REQUEST) != len(EVENTS_REQUEST):
-            raise OSError(errno.EMSGSIZE, "request not sent whole")
-        self.sent = True
-        return True
-
-    def _read(self):
-        """Everything readable now: bytes, ``b""`` at the end of the stream, ``None`` for nothing."""
-        chunks = []
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except (BlockingIOError, InterruptedError):
-                return b"".join(chunks) or None
-            if not data:
-                return b""  # the end, even after some data: nothing follows it
-            chunks.append(data)
-
-    def check(self):
-        if self.status not in ("waiting", "open"):
-            return self.status
-        try:
-            if not self.sent and not self._send():
-                return self.status
-            data = self._read()
-        except OSError:
-            data = b""
-        if data == b"":
-            self.status = "closed"
-        elif data and self.status == "waiting":
-            self.head += data
-            if b"\r\n\r\n" in self.head:
-                head, _, rest = self.head.partition(b"\r\n\r\n")
-                status_line = head.split(b"\r\n", 1)[0].split()
-                self.status = "open" if status_line[1:2] == [b"200"] else "refused"
-                self.head = b""
-                if self.status == "open":
-                    self._events(rest)
-            elif len(self.head) > MAX_HEAD:
-                self.status = "refused"
-        elif data:
-            self._events(data)
-        return self.status
-
-    def _events(self, data):
-        """Container events of the (chunked) stream: each event is one JSON line, so the chunk
-        framing (hex sizes, CRLFs) is skipped as lines that are not JSON objects."""
-        lines = (self.pending + data).split(b"\n")
-        self.pending = lines.pop()
-        if len(self.pending) > MAX_EVENT_BYTES:
-            self.pending = b""
-        for line in lines:
-            line = line.strip()
-            if line.startswith(b"{"):
-                stack = died_stack(line)
-                if stack and stack not in self.died:
-                    self.died.append(stack)
-
-    def take_died(self):
-        """The stacks seen crashing since the last call."""
-        died, self.died = self.died, []
-        return died
-
-    def close(self):
-        self.status = "closed"
-        self.sock.close()
-
-
-def died_stack(line):
-    """The STACK_NAME of a ``die`` event with an exit code other than a stop's, or an ``oom``
-    event, of a ccc-salt container; None for anything else."""
-    try:
-        event = json.loads(line)
-        attributes = (event.get("Actor") or {}).get("Attributes") or {}
-        action = event.get("Action") or event.get("status")
-    except (ValueError, AttributeError):
-        return None
-    stack = attributes.get("ccc.stack")
-    if not isinstance(stack, str) or not STACK_PATTERN.fullmatch(stack):
-        return None
-    if action == "oom" or (action == "die" and str(attributes.get("exitCode")) not in STOP_EXIT_CODES):
-        return stack
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,12 +94,13 @@ class EngineWatcher:
     Notice restarts of one Docker engine and report them, rate-limited.
 
     ``poll()`` never blocks and returns ``[]`` or ``[{"engine": "restarted", "away_s": ...}]``.
-    ``clock`` is a monotonic clock in seconds; ``opener`` opens a stream (an ``EventStream``
-    stand-in in tests) or raises ``OSError`` when the engine cannot be reached.
+    ``clock`` is a monotonic clock in seconds; ``opener`` opens a stream (an ``EventStream`` on
+    ``rules``, a ``CrashRules``, or a stand-in in tests) or raises ``OSError`` when the engine
+    cannot be reached.
     """
 
     def __init__(self, url, min_interval=DEFAULTS["min_interval"], answer_timeout=DEFAULTS["answer_timeout"],
-                 clock=time.monotonic, opener=None, died_interval=DEFAULTS["died_interval"]):
+                 clock=time.monotonic, opener=None, died_interval=DEFAULTS["died_interval"], rules=None):
         self.url = url
         self.min_interval = min_interval
         self.died_interval = died_interval
@@ -256,8 +109,10 @@ class EngineWatcher:
         self.answer_timeout = answer_timeout
         self.clock = clock
         if opener is None:
-            family, address = endpoint(url)
-            opener = lambda: EventStream(family, address)
+            if rules is None:
+                raise ValueError("no crash rules to watch the engine's events with")
+            family, address = events.endpoint(url)
+            opener = lambda: events.EventStream(family, address, rules)
         self._open = opener
         self.stream = None
         self.opened = None       # when the current stream was opened
@@ -393,7 +248,7 @@ def validate(config):
     conf, problems = beacon_config.check(config, __virtualname__, DEFAULTS, ("docker_url", "from_pillar"))
     if conf is not None and "docker_url" in conf:
         try:
-            endpoint(conf["docker_url"])
+            events.endpoint(conf["docker_url"])
         except ValueError as exc:
             problems.append(str(exc))
     return beacon_config.verdict(__virtualname__, problems)
@@ -419,6 +274,23 @@ def _pillar_url(now):
     return url
 
 
+def _rules():
+    """The deployment's crash rules (``events.RULES``), asked once per beacon loader (a module sync
+    rebuilds it); ``None`` while they cannot be asked (the execution module not synced yet)."""
+    rules = __context__.get(CONTEXT_KEY + ".rules")
+    if rules is not None:
+        return rules
+    try:
+        rules = events.CrashRules(beacon_config.salt_call(__salt__, beacon_config.loader_value(__opts__), events.RULES))
+    except Exception as exc:  # noqa: BLE001 - a beacon must not die: try again at the next poll
+        if __context__.get(CONTEXT_KEY + ".rules_failed") != str(exc):
+            log.error("ccc_docker: %s failed (%s); the beacon waits for it", events.RULES, exc)
+            __context__[CONTEXT_KEY + ".rules_failed"] = str(exc)
+        return None
+    __context__[CONTEXT_KEY + ".rules"] = rules
+    return rules
+
+
 def _registry():
     """Live watchers by beacon name, kept across beacon loaders in this minion process
     (``_ccc_beacon_config.registry``): the new watcher takes the old one's stream over, so no
@@ -428,7 +300,8 @@ def _registry():
 
 def _watcher(conf):
     """This beacon's watcher, made (or remade, when the endpoint changed) as needed; None when
-    the endpoint cannot be watched (logged once per endpoint) or is not known yet."""
+    the endpoint cannot be watched (logged once per endpoint) or is not known yet, or the crash
+    rules cannot be asked yet."""
     url = _pillar_url(time.monotonic()) if "from_pillar" in conf else conf.get("docker_url")
     tunables = {key: conf.get(key, default) for key, default in DEFAULTS.items()}
     watcher = __context__.get(CONTEXT_KEY)
@@ -438,9 +311,12 @@ def _watcher(conf):
         watcher.min_interval, watcher.answer_timeout = tunables["min_interval"], tunables["answer_timeout"]
         watcher.died_interval = tunables["died_interval"]
         return watcher
+    rules = _rules()
+    if rules is None:
+        return None
     name = conf.get("_beacon_name") or __virtualname__
     try:
-        new = EngineWatcher(url, **tunables)
+        new = EngineWatcher(url, rules=rules, **tunables)
     except ValueError as exc:
         if __context__.get(CONTEXT_KEY + ".bad") != url:
             log.error("ccc_docker: %s; the beacon does nothing", exc)

@@ -5,6 +5,7 @@ Execution module ``ccc_containers``: the people-facing view of the containers pi
 import ccc_engine
 import ccc_pillar
 import ccc_plan
+import ccc_problems
 import ccc_report
 import ccc_rules
 from salt.exceptions import CommandExecutionError
@@ -32,6 +33,23 @@ def settings():
     """
     ccc = _pillar_ccc()
     return {"cluster": ccc_pillar.cluster_settings(ccc), "node": ccc_pillar.node_settings(ccc, __grains__["id"])}
+
+
+def crash_rules():
+    """
+    What tells a compute container's crash from a stop, as data for the ``ccc_docker`` beacon
+    (beacons are loaded without ``_utils``): the label of the containers ccc-salt manages (its
+    events filter), the label and pattern of their STACK_NAME (a tag part), and the exit codes of
+    a stop (``ccc_problems.STOP_EXIT_CODES``: not a crash).
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_containers.crash_rules
+    """
+    return {"managed_by": [ccc_rules.MANAGED_BY_LABEL, ccc_rules.MANAGED_BY_VALUE], "stack_label": ccc_rules.STACK_LABEL,
+            "stack_pattern": ccc_rules.STACK_NAME_PATTERN.pattern, "stop_exit_codes": list(ccc_problems.STOP_EXIT_CODES)}
 
 
 def selection(containers=None, users=None):

@@ -283,7 +283,8 @@ def test_the_synced_beacons_import_their_helpers_from_the_minions_own_copy(rende
     assert proc.returncode == 0, proc.stderr[-3000:]
     probe = json.loads(proc.stdout.strip().splitlines()[-1])
     assert probe["found"] == {"ccc_settings": True, "ccc_docker": True}
-    assert sorted(probe["helpers"]) == ["_ccc_beacon_config", "_ccc_settings_dispatch", "_ccc_settings_watcher"]
+    assert sorted(probe["helpers"]) == ["_ccc_beacon_config", "_ccc_docker_events", "_ccc_settings_dispatch",
+                                        "_ccc_settings_watcher"]
     for path in probe["helpers"].values():
         assert str(REPO) not in path and pathlib.Path(path).parent.name == "beacons", path
     assert not any(entry.endswith("beacons") for entry in probe["path"])  # on sys.path only while loading

@@ -11,7 +11,11 @@ import pytest
 from support.beacons import load_beacon
 from support.docker_events import SocketEngine
 
+import ccc_containers  # noqa: E402  (support.site puts _modules on the path)
+
 beacon_mod = load_beacon("ccc_docker.py", "ccc_docker_beacon_crashes")
+# The deployment's rules, as the beacon asks them from the execution module on a minion.
+RULES = beacon_mod.events.CrashRules(ccc_containers.crash_rules())
 
 
 @pytest.fixture(autouse=True)
@@ -31,14 +35,23 @@ def event(action, stack="ana-main", code="1"):
 
 
 def test_a_crash_or_an_oom_counts_a_stop_does_not():
-    assert beacon_mod.died_stack(event("die", code="1")) == "ana-main"
-    assert beacon_mod.died_stack(event("die", code="2")) == "ana-main"
-    assert beacon_mod.died_stack(event("oom")) == "ana-main"
+    assert beacon_mod.events.died_stack(event("die", code="1"), RULES) == "ana-main"
+    assert beacon_mod.events.died_stack(event("die", code="2"), RULES) == "ana-main"
+    assert beacon_mod.events.died_stack(event("oom"), RULES) == "ana-main"
     for code in ("0", "137", "143", "255"):  # docker stop, dockerd stopping or gone, a recreate's stop
-        assert beacon_mod.died_stack(event("die", code=code)) is None
-    assert beacon_mod.died_stack(event("die", stack="../../x")) is None  # never a tag part
-    assert beacon_mod.died_stack(event("start")) is None
-    assert beacon_mod.died_stack(b"{not json") is None
+        assert beacon_mod.events.died_stack(event("die", code=code), RULES) is None
+    assert beacon_mod.events.died_stack(event("die", stack="../../x"), RULES) is None  # never a tag part
+    assert beacon_mod.events.died_stack(event("start"), RULES) is None
+    assert beacon_mod.events.died_stack(b"{not json", RULES) is None
+
+
+def test_the_rules_are_the_deployments():
+    """One definition: the label ccc-salt puts on its containers, the STACK_NAME pattern, and the
+    stop exit codes ccc_problems reads from ``docker inspect`` (numbers; Docker's events send text)."""
+    assert RULES.filter == '{"type":["container"],"event":["die","oom"],"label":["ccc.managed-by=ccc-salt"]}'
+    assert RULES.stops == {0, 137, 143, 255}
+    assert beacon_mod.events.died_stack(event("die", code="not a number"), RULES) == "ana-main"
+    assert beacon_mod.events.died_stack(event("die", stack="a" * 64), RULES) is None  # longer than a STACK_NAME
 
 
 def poll_until(watcher, until, timeout=5):
@@ -54,7 +67,7 @@ def poll_until(watcher, until, timeout=5):
 def test_crashes_come_from_the_real_stream_once_per_stack_per_interval(tmp_path):
     sock = tmp_path / "docker.sock"
     engine = SocketEngine(sock)
-    watcher = beacon_mod.EngineWatcher(f"unix://{sock}", died_interval=1.0)
+    watcher = beacon_mod.EngineWatcher(f"unix://{sock}", died_interval=1.0, rules=RULES)
     poll_until(watcher, lambda _: engine.conns and watcher.answering)
     assert "die" in engine.requests[0] and "ccc.managed-by%3Dccc-salt" in engine.requests[0]
     engine.send(event("die", "ana-main"))

@@ -17,7 +17,9 @@ import ccc_pillar
 
 beacon_mod = load_beacon("ccc_docker.py", "ccc_docker_beacon")
 EngineWatcher = beacon_mod.EngineWatcher
-EVENTS_FILTER = beacon_mod.EVENTS_FILTER
+# The deployment's rules, as the beacon asks them from the execution module on a minion.
+RULES = beacon_mod.events.CrashRules(ccc_containers.crash_rules())
+EVENTS_FILTER = RULES.filter
 
 
 @pytest.fixture(autouse=True)
@@ -208,7 +210,7 @@ def wait_polls(watcher, until, timeout=5):
 def test_the_event_stream_sees_a_real_socket_close_and_reopen(tmp_path):
     sock = tmp_path / "docker.sock"
     engine = SocketEngine(sock)
-    watcher = EngineWatcher(f"unix://{sock}")
+    watcher = EngineWatcher(f"unix://{sock}", rules=RULES)
     assert wait_polls(watcher, lambda _: watcher.answering) == [] and watcher.answering
     assert engine.requests == [f"GET /events?filters={urllib.parse.quote(EVENTS_FILTER, safe='')} HTTP/1.1"]
     engine.kill()
@@ -222,7 +224,7 @@ def test_the_event_stream_sees_a_real_socket_close_and_reopen(tmp_path):
 def test_an_engine_that_accepts_but_does_not_answer_never_blocks_the_poll(tmp_path):
     sock = tmp_path / "docker.sock"
     engine = SocketEngine(sock, answer=False)
-    watcher = EngineWatcher(f"unix://{sock}")
+    watcher = EngineWatcher(f"unix://{sock}", rules=RULES)
     started = time.monotonic()
     for _ in range(100):
         assert watcher.poll() == []
@@ -232,14 +234,14 @@ def test_an_engine_that_accepts_but_does_not_answer_never_blocks_the_poll(tmp_pa
 
 
 def test_a_missing_socket_costs_little_and_fires_nothing(tmp_path):
-    watcher = EngineWatcher(f"unix://{tmp_path}/none.sock")
+    watcher = EngineWatcher(f"unix://{tmp_path}/none.sock", rules=RULES)
     assert all(watcher.poll() == [] for _ in range(100)) and watcher.away_since is not None
 
 
 def test_an_idle_poll_costs_microseconds_of_cpu(tmp_path):
     sock = tmp_path / "docker.sock"
     engine = SocketEngine(sock)
-    watcher = EngineWatcher(f"unix://{sock}")
+    watcher = EngineWatcher(f"unix://{sock}", rules=RULES)
     wait_polls(watcher, lambda _: watcher.answering)
     polls = 20000
     started = time.process_time()
@@ -288,9 +290,10 @@ def test_validate_refuses(config, message):
 
 @pytest.fixture
 def salt_dunders(monkeypatch):
-    """The beacon's loader dunders, with the real ``ccc_containers.settings`` on the same pillar
-    (the beacon reads ccc:node:docker_url through it, as on a minion)."""
-    beacon_dunders(monkeypatch, beacon_mod, "settings")
+    """The beacon's loader dunders, with the real ``ccc_containers.settings`` and ``crash_rules``
+    on the same pillar (the beacon reads ccc:node:docker_url and the crash rules through them, as
+    on a minion)."""
+    beacon_dunders(monkeypatch, beacon_mod, "settings", "crash_rules")
     yield beacon_mod
     beacon_mod.close([])
 
@@ -320,6 +323,19 @@ def test_without_the_execution_module_the_beacon_waits_and_says_so_once(salt_dun
         assert beacon_mod.beacon(PILLAR_CONFIG) == []
     assert beacon_mod.CONTEXT_KEY not in beacon_mod.__context__
     assert len(errors) == 1 and "ccc_containers.settings" in errors[0]
+
+
+def test_without_the_crash_rules_the_beacon_waits_and_says_so_once(salt_dunders, monkeypatch):
+    errors = []
+    monkeypatch.setattr(beacon_mod.log, "error", lambda msg, *args: errors.append(msg % args))
+    del beacon_mod.__salt__["ccc_containers.crash_rules"]  # an execution module synced before the beacon's
+    for _ in range(3):
+        assert beacon_mod.beacon([{"docker_url": "unix:///run/docker.sock"}]) == []
+    assert beacon_mod.CONTEXT_KEY not in beacon_mod.__context__
+    assert len(errors) == 1 and "ccc_containers.crash_rules" in errors[0]
+    beacon_mod.__salt__["ccc_containers.crash_rules"] = ccc_containers.crash_rules  # synced now: it watches
+    assert beacon_mod.beacon([{"docker_url": "unix:///run/docker.sock"}]) == []
+    assert beacon_mod.__context__[beacon_mod.CONTEXT_KEY].url == "unix:///run/docker.sock"
 
 
 def test_beacon_from_pillar_watches_the_nodes_docker_url_and_fires_a_tagged_event(tmp_path, salt_dunders):
