@@ -8,6 +8,8 @@ Every role is on (the driver role too). Prints the wall time of each run as salt
 and per role the sum of its states' durations (Salt's own figures) for both runs.
 
     .venv/bin/python bench/cluster_apply.py [--runs N]
+
+Smallest (the suite's smoke test): ``--runs 1``, a few minutes (one fresh apply, one re-run).
 """
 
 import argparse

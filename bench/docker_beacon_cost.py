@@ -7,14 +7,21 @@ and ``beacon()`` as Salt calls it every ``interval`` (configuration from pillar 
 engine is only asked for ``GET /events`` once; an idle poll sends it nothing.
 
     .venv/bin/python bench/docker_beacon_cost.py --docker-url unix:///var/run/docker.sock [--polls 20000]
+
+Smallest (the suite's smoke test): ``--polls 100``, a second. The beacon is loaded from
+``_beacons/`` with that folder on the import path, as Salt's loader has it.
 """
 
 import argparse
 import importlib.util
 import pathlib
+import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "_utils"), str(REPO / "_modules")]
+sys.path.append(str(REPO / "_beacons"))  # the beacon's own helpers (_ccc_beacon_config)
+import ccc_containers  # noqa: E402  (the beacon reads the node's docker_url through it)
 
 
 def load_beacon():
@@ -41,6 +48,8 @@ def main():
     beacon.__context__ = {}
     beacon.__opts__ = {"id": "bench"}
     beacon.__pillar__ = {"ccc": {"node": {"docker_url": args.docker_url}}}
+    ccc_containers.__pillar__, ccc_containers.__grains__ = beacon.__pillar__, {"id": "bench"}
+    beacon.__salt__ = {"ccc_containers.settings": ccc_containers.settings}
     config = [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state_run": False}, {"_beacon_name": "ccc_docker"}]
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -3,10 +3,13 @@
 
 The exporter is the real one (agents/ccc_gpu_exporter.py), served over HTTP on 127.0.0.1; below
 it, NVML is the FAKE of tests/agents/fake_nvml.py (8 GPUs, 100 compute processes spread over 25
-containers), Docker is a fake ``api.containers()`` listing 30 labelled containers, and each
-process has a cgroup-v1 file (10 controller lines, as on this host) under a temporary proc root,
-so the cgroup parsing and attribution are measured for real. What the fake leaves out is the
-time of the real NVML calls (about 14 per GPU per scrape) and of the Docker API round trip.
+containers), Docker is a fake ``api.containers()``/``inspect_container()`` of 30 labelled running
+containers, and each process has a cgroup-v1 file (10 controller lines, as on this host) under a
+temporary proc root, as has each container's main process its network files (``net/dev``,
+``net/route``, a ``net/tcp`` with 2 SSH sessions), so the cgroup parsing, the attribution and the
+per-container network read are measured for real. What the fake leaves out is the time of the
+real NVML calls (about 14 per GPU per scrape) and of the Docker API round trips. The script
+stops with an error when a scrape misses the GPU processes or a container's metrics.
 
 Prints p50/p95 over 50 scrapes (after 5 warm-up scrapes) of:
 
@@ -17,6 +20,8 @@ Prints p50/p95 over 50 scrapes (after 5 warm-up scrapes) of:
   (``time.process_time``) per scrape.
 
     .venv/bin/python bench/gpu_exporter_scrape.py [--scrapes 50]
+
+Smallest (the suite's smoke test): ``--scrapes 1``, a second.
 
 The exporter and its library are imported in this process: ``_utils/`` goes first on the import
 path here, as ``PYTHONPATH`` does for the installed service.
@@ -42,6 +47,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 GPUS, PROCESSES, CONTAINERS = 8, 100, 25
+TCP_HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+TCP_SSH = ("{n:4d}: 02001FAC:0016 0100000A:{port:04X} 01 00000000:00000000 00:00000000 00000000     0        0 "
+           "{n} 1 0000000000000000 20 4 30 10 -1\n")  # an established session to port 22
 
 
 def load_exporter():
@@ -52,14 +60,24 @@ def load_exporter():
 
 
 class FakeDockerClient:
-    """FAKE Docker SDK client: the one call the exporter makes, ``api.containers()``."""
+    """FAKE Docker SDK client: the calls the exporter makes, ``api.containers()`` (label filter
+    honoured) and ``api.inspect_container()`` (running, its PID's /proc under the proc root)."""
 
-    def __init__(self, entries):
-        self.entries = entries
+    def __init__(self, entries, pids):
+        self.entries, self.pids = entries, pids
         self.api = self
 
-    def containers(self):
-        return [dict(entry) for entry in self.entries]
+    def containers(self, filters=None, **_):
+        wanted = dict(label.split("=", 1) for label in [(filters or {}).get("label")] if label)
+        return [dict(entry) for entry in self.entries
+                if all(entry["Labels"].get(key) == value for key, value in wanted.items())]
+
+    def inspect_container(self, container):
+        entry = next(entry for entry in self.entries if entry["Id"] == container)
+        return {"Id": entry["Id"], "Name": entry["Names"][0], "RestartCount": 0,
+                "Config": {"Labels": dict(entry["Labels"])},
+                "State": {"Running": True, "Pid": self.pids[entry["Id"]], "StartedAt": "2026-01-01T00:00:00Z"},
+                "NetworkSettings": {"Networks": {"lab-unrestricted": {"IPAddress": "172.31.0.2", "IPPrefixLen": 24}}}}
 
     def close(self):
         pass
@@ -83,13 +101,24 @@ def make_world(root):
         lines = [f"{i}:{c}:/docker/{cid}" for i, c in enumerate(
             ("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "blkio", "pids", "name=systemd"), 1)]
         (path / "cgroup").write_text("\n".join(lines + [f"0::/docker/{cid}"]) + "\n")
+    pids = {}
+    for n in range(CONTAINERS + 5):  # each container's main process: its network namespace's files
+        pid, cid = 40000 + n, container_id(n)
+        net = proc_root / str(pid) / "net"
+        net.mkdir(parents=True)
+        (proc_root / str(pid) / "cgroup").write_text(f"0::/system.slice/docker-{cid}.scope\n")
+        (net / "dev").write_text("Inter-| x\n face | x\n  eth0: " + " ".join(["1000"] * 16) + "\n")
+        (net / "route").write_text("Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\n"
+                                   "eth0\t00001FAC\t00000000\t0001\t0\t0\t0\t00FFFFFF\n")
+        (net / "tcp").write_text(TCP_HEADER + "".join(TCP_SSH.format(n=i, port=50000 + i) for i in range(2)))
+        pids[cid] = pid
     entries = [{"Id": container_id(n), "Names": [f"/user{n}-main"], "Labels": {
         "ccc.managed-by": "ccc-salt", "ccc.stack": f"user{n}-main", "ccc-user.email": f"user{n}@example.org",
         "ccc-user.name": f"user{n}", "frp.22": "tcp"}} for n in range(CONTAINERS + 5)]
     state = root / "fan-state.json"
     state.write_text(json.dumps({"mode": "standard", "failsafe": False, "max_temperature_c": 57.2,
                                  "zones": {"2": 35, "3": 35}, "updated": time.time()}))
-    return nvml, FakeDockerClient(entries), proc_root, state
+    return nvml, FakeDockerClient(entries, pids), proc_root, state
 
 
 def pct(values, fraction):
@@ -140,6 +169,10 @@ def main():
         process_samples = len(families["ccc_gpu_process_memory_used_bytes"].samples)
         assert process_samples == PROCESSES, process_samples
         assert families["ccc_gpu_exporter_collection_success"].samples[0].value == 1
+        ssh = [sample.value for sample in families["ccc_container_ssh_sessions"].samples]
+        received = families["ccc_container_network_receive_bytes"].samples
+        if ssh != [2] * (CONTAINERS + 5) or len(received) != CONTAINERS + 5:  # the container collector read them all
+            raise SystemExit(f"container metrics incomplete: ssh sessions {ssh}, {len(received)} network counters")
         thread_cpu = thread_cpu[5:]
         server.shutdown()
 

@@ -17,6 +17,8 @@ memory (tracemalloc) and the process's max RSS growth, the SSH peers found and w
 was cut. ``--module DIR`` imports ``ccc_netstats`` from DIR (e.g. an older copy) instead.
 
     .venv/bin/python bench/netstats_sockets.py [--fake N | --real N] [--module DIR]
+
+Smallest (the suite's smoke tests): ``--fake 1000`` and ``--real 20``, a second each.
 """
 
 import argparse

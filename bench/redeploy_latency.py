@@ -5,9 +5,9 @@ Uses the same cluster as tests/cluster (salt-master + 2 minions, a private docke
 shared storage) with the product's default beacon settings except where the test harness sets
 them (see tests/cluster/conftest.py). The per-user rate limit is set out of reach: 26 edits in
 two minutes are far above it, and this measures the path of one edit, not the limiter
-(bench/redeploy_storm.py measures that). Prints p50/p95 of 20 edits (file write -> recreated
-container running with the new value) and of 6 node moves (write -> running on the new node and
-gone from the old one), and where the time of each edit goes, from event timestamps:
+(bench/redeploy_storm.py measures that). Prints p50/p95 of 20 edits (``--edits``; file write ->
+recreated container running with the new value) and of 6 node moves (``--moves``; write ->
+running on the new node and gone from the old one), and where the time of each edit goes, from event timestamps:
 
     write        -> beacon event   the salt/beacon/<node>/ccc_settings/<stack> event at the master
     beacon       -> runner start   the reactor: salt/run/<jid>/new of ccc.redeploy
@@ -21,21 +21,24 @@ gone from the old one), and where the time of each edit goes, from event timesta
 A "-" is a step whose event belongs to no job of its own: a job already queued for an earlier
 report read the new file (coalesced).
 
-    .venv/bin/python bench/redeploy_latency.py
+    .venv/bin/python bench/redeploy_latency.py [--edits 20] [--moves 6]
+
+Smallest (the suite's smoke test): ``--edits 1 --moves 1``, about a minute with the cluster's
+start-up.
 """
 
 import datetime
 import pathlib
 import statistics
-import subprocess
 import sys
 import time
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parent.parent
-EDITS = 20
-MOVES = 6
+import _harness
+
+SIZES = {"edits": (20, "settings edits timed (write -> recreated)"), "moves": (6, "node moves timed, at least 1")}
+EDITS, MOVES = _harness.size(SIZES, "edits"), _harness.size(SIZES, "moves")
 STEPS = ("write -> beacon event", "beacon -> runner start", "runner start -> publish", "publish -> states start",
          "states start -> started", "started -> seen")
 
@@ -185,8 +188,4 @@ def test_redeploy_latency(master, minions, dockerds, cluster_storage, event_list
 
 
 if __name__ == "__main__":
-    sys.exit(subprocess.call(
-        [sys.executable, "-m", "pytest", __file__, "-p", "cluster.conftest", "-q", "-s", "--show-capture=no",
-         "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"],
-        cwd=REPO,
-    ))
+    sys.exit(_harness.main(__file__, __doc__, SIZES))

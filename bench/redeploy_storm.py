@@ -7,11 +7,13 @@ tests' tighter ones. Prints, per node, the settings events, the state.apply jobs
 the most of them queued or running at once and the ones held back by the rate limit, and the
 time from the last save to the container running with the last value.
 
-    .venv/bin/python bench/redeploy_storm.py
+    .venv/bin/python bench/redeploy_storm.py [--saves 60] [--interval 1.0] [--tail 15]
+
+Smallest (the suite's smoke test): ``--saves 3 --tail 0``, under a minute with the cluster's
+start-up.
 """
 
 import pathlib
-import subprocess
 import sys
 import time
 
@@ -20,10 +22,13 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 import master_config  # noqa: E402
+
+import _harness  # noqa: E402  (beside this script)
 from redeploy_latency import _shm  # noqa: E402  (beside this script)
 
-SAVES = 60
-INTERVAL = 1.0
+SIZES = {"saves": (60, "saves of one settings file"), "interval": (1.0, "seconds between two saves"),
+         "tail": (15, "seconds counted after the last value runs: late duplicate events and their jobs")}
+SAVES, INTERVAL, TAIL_S = (_harness.size(SIZES, name) for name in ("saves", "interval", "tail"))
 
 
 @pytest.fixture(scope="package")
@@ -90,7 +95,7 @@ def test_redeploy_storm(master, minions, dockerds, cluster_storage, event_listen
             next_gather += 10
     latency = time.monotonic() - last_save
     assert _shm(node1, "ana-main") == last, "the last save was not applied"
-    time.sleep(15)  # late duplicate events and their jobs
+    time.sleep(TAIL_S)  # late duplicate events and their jobs
     events.gather()
     print(f"\n{SAVES} saves in {SAVES * INTERVAL:.0f} s, limits {redeploy_limits}")
     for node in dockerds:
@@ -102,8 +107,4 @@ def test_redeploy_storm(master, minions, dockerds, cluster_storage, event_listen
 
 
 if __name__ == "__main__":
-    sys.exit(subprocess.call(
-        [sys.executable, "-m", "pytest", __file__, "-p", "cluster.conftest", "-q", "-s", "--show-capture=no",
-         "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"],
-        cwd=REPO,
-    ))
+    sys.exit(_harness.main(__file__, __doc__, SIZES))

@@ -13,7 +13,9 @@ and the size of what the user gets: number of messages, longest message, report 
 Target: every case at most 50 ms. ``tests/unit/test_settings_bounds.py`` runs the same cases
 under a looser budget.
 
-    .venv/bin/python bench/settings_cost.py [--repeats 20] [--modules DIR]
+    .venv/bin/python bench/settings_cost.py [--repeats 20] [--case-seconds 2] [--modules DIR]
+
+Smallest (the suite's smoke test): ``--repeats 1``, a second.
 
 ``--modules DIR`` loads ccc_settings/ccc_containers from DIR instead (e.g. an older version
 extracted with ``git show``), for a before/after comparison; a case is repeated only while its

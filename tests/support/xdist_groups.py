@@ -21,6 +21,7 @@ NODE_DOCKERD_FIXTURES = {"node1_dockerd", "node2_dockerd", "dockerds"}
 SHARED_HOST_GROUPS = {
     "tests/nodes/test_host_roles.py": "host-sysctl",
     "tests/nodes/test_cluster.py": "host-sysctl",
+    "tests/bench/test_bench_node_smoke.py": "host-sysctl",  # bench/cluster_apply.py's node
 }
 # The admin's journey (tests/acceptance/): its modules share one master and two test nodes.
 ACCEPTANCE_GROUP = "acceptance"
