@@ -7,9 +7,11 @@ the default settings file, the ``.deploy`` report the user reads and the plan an
 import json
 import os
 import re
+import textwrap
 
 import ccc_problems
 import ccc_quote
+import ccc_rules
 import ccc_schema
 
 MAX_REPORT_BYTES = 8 * 1024  # the whole .deploy report
@@ -53,7 +55,8 @@ def welcome_message(cluster, stack, user_name):
 
 def default_settings_text(record, shm_size_default):
     """
-    The commented settings file written for a container that has none.
+    The commented settings file written for a container that has none: every key a user may
+    set (``ccc_schema.USER_SETTABLE_KEYS``), in the schema's order, with its current value.
 
     ``shm_size_default`` is the cluster's (``ccc:cluster:shm_size_default``): what the container
     gets when the user sets no SHM_SIZE, so the file shows the truth when an admin changes it.
@@ -62,40 +65,45 @@ def default_settings_text(record, shm_size_default):
     Admin values appear as JSON scalars (valid YAML), never raw text.
     """
     stack = record["STACK_NAME"]
-
-    def show(key, default):
-        return json.dumps(record.get(key, default))
-
+    keys = ccc_schema.USER_SETTABLE_KEYS
+    said = f"You may set: {', '.join(keys[:-1])} and {keys[-1]}. Values below are your current defaults."
     lines = [
         f"# Settings of your container '{stack}'. Uncomment a line and save to change it;",
         "# the container is redeployed within seconds. What happened is written to",
         f"# '{stack}.deploy' next to this file (errors included).",
         "#",
-        "# You may set: CONTAINER_IMAGE, DEPLOYMENT_NODES, INSTALL_PACKAGES, INSTALL_REPOSITORY_KEYS,",
-        "# INSTALL_REPOSITORY_SOURCES, SHM_SIZE, USER_NAME, USER_PUBKEY, USER_PUBKEY_FROM_GITHUB,",
-        "# FRP_PORTS and USE_HOST_TIMEDATE. Values below are your current defaults.",
+        *(f"# {line}" for line in textwrap.wrap(said, width=94)),
         f"{stack}:",
-        f"#  CONTAINER_IMAGE: {show('CONTAINER_IMAGE', '')}",
-        f"#  DEPLOYMENT_NODES: {show('DEPLOYMENT_NODES', [])}",
-        f"#  INSTALL_PACKAGES: {show('INSTALL_PACKAGES', '')}",
-        f"#  INSTALL_REPOSITORY_KEYS: {show('INSTALL_REPOSITORY_KEYS', '')}",
-        f"#  INSTALL_REPOSITORY_SOURCES: {show('INSTALL_REPOSITORY_SOURCES', '')}",
-        f"#  SHM_SIZE: {show('SHM_SIZE', shm_size_default)}",
-        f"#  USER_NAME: {show('USER_NAME', '')}",
-        f"#  USER_PUBKEY: {show('USER_PUBKEY', '')}",
-        f"#  USER_PUBKEY_FROM_GITHUB: {show('USER_PUBKEY_FROM_GITHUB', '')}",
-        "#  USE_HOST_TIMEDATE: false",
     ]
-    frp = record.get("FRP_PORTS") or {}
-    if frp:
-        lines.append("#  FRP_PORTS:")
-        lines.append(f"#    TCP: {json.dumps([int(p) for p in frp.get('TCP') or []])}")
-        if frp.get("HTTP"):
-            lines.append("#    HTTP:")
-            for http in frp["HTTP"]:
-                shown = {k: v for k, v in http.items() if k != "pass"}
-                lines.append(f"#      - {json.dumps(shown, sort_keys=True)}")
+    for key in keys:
+        if key == "FRP_PORTS":
+            lines += _frp_lines(record.get("FRP_PORTS") or {})
+        elif _schema_type(key) == "boolean":  # as the deployment reads the admin's value
+            lines.append(f"#  {key}: {json.dumps(ccc_rules.truthy(record.get(key)))}")
+        else:
+            default = shm_size_default if key == "SHM_SIZE" else _EMPTY.get(_schema_type(key), "")
+            lines.append(f"#  {key}: {json.dumps(record.get(key, default))}")
     return "\n".join(lines) + "\n"
+
+
+_EMPTY = {"array": []}  # a key's value when neither the admin nor the user set it (else "")
+
+
+def _schema_type(key):
+    return ccc_schema.USER_SETTINGS_SCHEMA["additionalProperties"]["properties"][key].get("type")
+
+
+def _frp_lines(frp):
+    """The admin's FRP ports, when there are any (passwords never shown)."""
+    if not frp:
+        return []
+    lines = ["#  FRP_PORTS:", f"#    TCP: {json.dumps([int(p) for p in frp.get('TCP') or []])}"]
+    if frp.get("HTTP"):
+        lines.append("#    HTTP:")
+        for http in frp["HTTP"]:
+            shown = {k: v for k, v in http.items() if k != "pass"}
+            lines.append(f"#      - {json.dumps(shown, sort_keys=True)}")
+    return lines
 
 
 def feedback_report(resolution, outcome, when):

@@ -47,20 +47,8 @@ PUBKEY_LINE = re.compile(
     r" [A-Za-z0-9+/]+={0,3}( [^\x00-\x1f\x7f]{0,200})?$"
 )
 
-# Who may set what: a user's file may hold only the first; the second are pillar-only.
-USER_SETTABLE_KEYS = (
-    "CONTAINER_IMAGE",
-    "DEPLOYMENT_NODES",
-    "INSTALL_PACKAGES",
-    "INSTALL_REPOSITORY_KEYS",
-    "INSTALL_REPOSITORY_SOURCES",
-    "SHM_SIZE",
-    "USER_NAME",
-    "USER_PUBKEY",
-    "USER_PUBKEY_FROM_GITHUB",
-    "FRP_PORTS",
-    "USE_HOST_TIMEDATE",
-)
+# Who may set what: a user's file may hold only the keys of USER_SETTINGS_SCHEMA
+# (USER_SETTABLE_KEYS, below it); these are pillar-only.
 ADMIN_ONLY_KEYS = (
     "STACK_NAME",
     "USER_EMAIL",
@@ -171,6 +159,10 @@ USER_SETTINGS_SCHEMA = {
         },
     },
 }
+
+# The keys a user's settings file may hold: the schema's, in its order (the one list; the default
+# settings file, the editors' schema and docs/pillar.md's table follow it).
+USER_SETTABLE_KEYS = tuple(USER_SETTINGS_SCHEMA["additionalProperties"]["properties"])
 
 RESERVED_USER_NAMES = frozenset(
     "root daemon bin sys sync games man lp mail news uucp proxy www-data backup list irc gnats "

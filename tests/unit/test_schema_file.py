@@ -47,3 +47,23 @@ def test_the_default_settings_file_shows_the_clusters_shm_default():
     assert result["settings_status"] == "missing"
     assert '#  SHM_SIZE: "8g"' in result["default_settings_text"].splitlines()
     assert result["spec"]["shm_size"] == 8 * 1024 ** 3
+
+
+def test_the_user_settable_keys_are_one_list():
+    """The schema's keys are the ones a user's file may hold (``USER_SETTABLE_KEYS``), the default
+    settings file offers each of them, and docs/pillar.md's record table marks exactly them
+    ``user``."""
+    schema_keys = list(ccc_schema.USER_SETTINGS_SCHEMA["additionalProperties"]["properties"])
+    assert list(ccc_schema.USER_SETTABLE_KEYS) == schema_keys
+    assert not set(schema_keys) & set(ccc_schema.ADMIN_ONLY_KEYS)
+    ccc = sample_ccc("node1")
+    record, _ = ccc_pillar.container_record(ccc, "ana-main")
+    text = ccc_report.default_settings_text(record, "2g")
+    offered = [line[3:].split(":")[0] for line in text.splitlines() if line.startswith("#  ") and not line.startswith("#   ")]
+    assert offered == schema_keys
+    said = " ".join(line[2:] for line in text.splitlines() if line.startswith("# ") and not line.startswith("#  "))
+    assert all(key in said.split("You may set: ")[1] for key in schema_keys)
+    docs = (REPO / "docs" / "pillar.md").read_text().splitlines()
+    marked_user = {line.split("`")[1].split(".")[0] for line in docs
+                   if line.startswith("| `") and line.split("|")[2].strip().startswith("user")}
+    assert marked_user == set(schema_keys)
