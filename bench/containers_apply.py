@@ -14,6 +14,8 @@ deploy minus the floor is what ccc-salt itself costs (Salt start-up, plans, host
 reports). Figures swing by a third or more on a shared host: compare the columns of one run.
 
     .venv/bin/python bench/containers_apply.py [--parallelism P] [--rsa-bits B] [N ...]
+
+Smallest (the suite's smoke test): ``1`` (one container), about a minute.
 """
 
 import argparse
