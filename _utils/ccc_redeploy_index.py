@@ -63,13 +63,21 @@ def summary(ccc, minion):
     entries = [entry for entry in ccc.get("containers") or [] if isinstance(entry, dict)]
     counts = collections.Counter(entry.get("STACK_NAME") for entry in entries
                                  if ccc_rules.is_stack_name(entry.get("STACK_NAME")))
-    found = {}
+    found, by_type = {}, {}
     for entry in entries:
         stack = entry.get("STACK_NAME")
         if not ccc_rules.is_stack_name(stack) or counts[stack] != 1:
             continue
         record = ccc_pillar.merged_record(users, entry)
-        if node in ccc_pillar.granted(ccc_pillar.user_type_of(ccc, record), record, "nodes"):
+        # granted(user type, record) is the type's nodes then the record's: the node is granted
+        # when either grants it. The type's answer is worked out once per type (a site's
+        # allowed_nodes may list hundreds of nodes; granted de-duplicates in quadratic time).
+        kind = record.get("USER_TYPE") if isinstance(record.get("USER_TYPE"), str) else None
+        if kind is None or kind not in by_type:
+            answer = node in ccc_pillar.granted(ccc_pillar.user_type_of(ccc, record), {}, "nodes")
+            if kind is not None:
+                by_type[kind] = answer
+        if (by_type[kind] if kind is not None else answer) or node in ccc_pillar.granted({}, record, "nodes"):
             email = record.get("USER_EMAIL")
             found[stack] = str(email) if email else None
     return found
