@@ -20,6 +20,7 @@ import json
 import os
 
 import ccc_rules
+import ccc_safefs
 
 # Sent by a node whose agent finds the agents' overlay missing (it is not the leader).
 EVENT_PENDING = "ccc/swarm/agent_overlay/pending"
@@ -95,6 +96,5 @@ def open_record(cachedir):
         holder = {"record": record}
         yield holder
         if holder["record"] != record:
-            with open(path + ".tmp", "w", encoding="utf-8") as handle:
-                json.dump(holder["record"], handle, sort_keys=True)
-            os.replace(path + ".tmp", path)
+            ccc_safefs.replace_file(path, json.dumps(holder["record"], sort_keys=True).encode("utf-8"), 0o600,
+                                    root=cachedir)

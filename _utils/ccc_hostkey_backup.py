@@ -12,11 +12,11 @@ import hashlib
 import io
 import os
 import re
-import secrets
 import tarfile
 import time
 
 import ccc_rules
+import ccc_safefs
 
 PREFIX = "host-keys-"
 NAME = re.compile(r"^host-keys-(\d{8}T\d{6}Z)-([0-9a-f]{16})\.tar$")
@@ -89,10 +89,7 @@ def apply(steps, backup_dir):
     os.makedirs(backup_dir, mode=0o700, exist_ok=True)
     os.chmod(backup_dir, 0o700)
     if steps["write"]:
-        temporary = os.path.join(backup_dir, f".tmp-{secrets.token_hex(8)}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(_tar_bytes(steps["members"]))
-        os.replace(temporary, os.path.join(backup_dir, steps["write"]))
+        ccc_safefs.replace_file(os.path.join(backup_dir, steps["write"]), _tar_bytes(steps["members"]), 0o600,
+                                root=backup_dir)
     for name in steps["prune"]:
         os.unlink(os.path.join(backup_dir, name))

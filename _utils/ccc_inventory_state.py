@@ -15,6 +15,8 @@ import fcntl
 import json
 import os
 
+import ccc_safefs
+
 FOLDER = "ccc-inventory"
 STATE = "state.json"
 
@@ -37,13 +39,9 @@ def write(cachedir, state):
     """Replace the state (atomically) when it differs; returns whether it was written."""
     if read(cachedir) == state:
         return False
-    directory = folder(cachedir)
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    temporary = os.path.join(directory, f".{STATE}.tmp")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(state, handle, sort_keys=True, default=str)  # a YAML date the checks let through
-    os.replace(temporary, os.path.join(directory, STATE))
+    os.makedirs(cachedir, mode=0o700, exist_ok=True)
+    text = json.dumps(state, sort_keys=True, default=str)  # default: a YAML date the checks let through
+    ccc_safefs.replace_file(os.path.join(folder(cachedir), STATE), text.encode("utf-8"), 0o600, root=cachedir)
     return True
 
 
