@@ -12,6 +12,7 @@ each key is in ``docs/pillar.md`` (``ccc:fans``); how the controller uses them, 
 import os
 
 import ccc_fan_curve
+import ccc_rules
 import yaml
 
 DEFAULT_CONFIG_FILE = "/etc/ccc/fan-controller.yaml"
@@ -94,7 +95,7 @@ def _path(key, value, problems):
 
 
 def _zones(value, problems):
-    zones = [value] if isinstance(value, (int, str)) and not isinstance(value, bool) else value
+    zones = [value] if ccc_rules.is_whole(value) or isinstance(value, str) else value
     if not isinstance(zones, (list, tuple)) or not zones:
         problems.append(f"zones must be a non-empty list of IPMI fan zone numbers, got {value!r}")
         return list(DEFAULTS["zones"])

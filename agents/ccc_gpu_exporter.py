@@ -72,6 +72,7 @@ import ccc_exporter_config
 import ccc_fan_state
 import ccc_nvml
 import ccc_process_owners
+import ccc_rules
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest, make_wsgi_app
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -142,7 +143,7 @@ class DockerContainers:
 
 
 def _number(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not ccc_rules.is_number(value) or not math.isfinite(value):
         return None
     return float(value)
 
