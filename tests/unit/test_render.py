@@ -20,10 +20,13 @@ def test_containers_sls_renders_for_every_sample_node(tmp_path, node):
         assert f"ccc-cluster-docker-network-{network}" in rendered
         assert "present" in rendered[f"ccc-cluster-docker-network-{network}"]["ccc_docker_network"]
     assert "ccc-containers-orphans" in rendered
+    assert "ccc-containers-usage-accounting" in rendered
     assert "ccc-containers-summary" in rendered
 
 
-def test_filters_select_a_union_and_skip_orphan_removal(tmp_path):
+def test_filters_select_a_union_and_skip_orphan_removal_and_accounting(tmp_path):
+    """A filtered run (the redeploy of one stack) leaves the orphans and the usage accounting
+    schedule to the unfiltered runs; the networks its containers join are still checked."""
     salt = SaltNode(tmp_path, "node1", "unix:///nonexistent.sock", tmp_path / "storage")
     rendered, _ = salt.salt_call(
         "state.show_sls", "containers", 'pillar={"containers": "ana-main", "users": "dara.kos@example.org"}'
@@ -31,6 +34,9 @@ def test_filters_select_a_union_and_skip_orphan_removal(tmp_path):
     stacks = sorted(key[len("ccc-container-"):] for key in rendered if key.startswith("ccc-container-"))
     assert stacks == ["ana-main", "dara-course", "dara-old"]
     assert "ccc-containers-orphans" not in rendered
+    assert "ccc-containers-usage-accounting" not in rendered
+    assert "ccc-cluster-docker-network-claims" in rendered
+    assert "ccc-containers-summary" in rendered
 
 
 def test_unknown_filter_name_is_reported_in_the_summary(tmp_path):
