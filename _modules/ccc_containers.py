@@ -48,8 +48,9 @@ def crash_rules():
 
         salt-call ccc_containers.crash_rules
     """
-    return {"managed_by": [ccc_rules.MANAGED_BY_LABEL, ccc_rules.MANAGED_BY_VALUE], "stack_label": ccc_rules.STACK_LABEL,
-            "stack_pattern": ccc_rules.STACK_NAME_PATTERN.pattern, "stop_exit_codes": list(ccc_problems.STOP_EXIT_CODES)}
+    return {"managed_by": [ccc_rules.MANAGED_BY_LABEL, ccc_rules.MANAGED_BY_VALUE],
+            "stack_label": ccc_rules.STACK_LABEL, "stack_pattern": ccc_rules.STACK_NAME_PATTERN.pattern,
+            "stop_exit_codes": list(ccc_problems.STOP_EXIT_CODES)}
 
 
 def selection(containers=None, users=None):
