@@ -59,7 +59,8 @@ def test_the_user_settable_keys_are_one_list():
     ccc = sample_ccc("node1")
     record, _ = ccc_pillar.container_record(ccc, "ana-main")
     text = ccc_report.default_settings_text(record, "2g")
-    offered = [line[3:].split(":")[0] for line in text.splitlines() if line.startswith("#  ") and not line.startswith("#   ")]
+    offered = [line[3:].split(":")[0] for line in text.splitlines()
+               if line.startswith("#  ") and not line.startswith("#   ")]
     assert offered == schema_keys
     said = " ".join(line[2:] for line in text.splitlines() if line.startswith("# ") and not line.startswith("#  "))
     assert all(key in said.split("You may set: ")[1] for key in schema_keys)
