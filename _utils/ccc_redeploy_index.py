@@ -10,7 +10,9 @@ watch compiles a minion's pillar whenever its files may have changed it (and eve
 key was accepted since), and ``write`` folds those summaries in.
 
 Layout under ``<cachedir>/ccc-redeploy/index/``: ``minions/<id>.json`` (a minion's summary,
-``{stack: user}``), ``stacks/<stack>.json`` (``{"targets": {minion: user}}``) and ``state.json``
+``{stack: user}``), ``targets/<stack>.json`` (``{minion: user}``: what the watch folds changes
+into), ``stacks/<stack>.json`` (``{"minions": [...], "user": ...}``: what a redeploy reads,
+worked out when written) and ``state.json``
 (``version``, ``complete``, ``keys``: the stamp of the accepted-keys folder when it was written).
 A reader trusts the index only when it is complete, of this version, the set of accepted keys
 has not changed since (one ``stat``) and it knows the stack; on any doubt ``lookup`` answers
@@ -31,6 +33,7 @@ import ccc_pillar
 import ccc_rules
 
 VERSION = 1
+FOLDERS = ("minions", "targets", "stacks")
 # A key folder changed this recently (ns) may change again within the same timestamp tick:
 # its stamp is not recorded (readers fall back until the next watch).
 RACY_NS = 2_000_000_000
@@ -101,11 +104,11 @@ def lookup(root, stack, stamp):
             or state.get("keys") != stamp:
         return None
     data = _read(os.path.join(root, "stacks", f"{stack}.json"))
-    targets = data.get("targets") if isinstance(data, dict) else None
-    if not isinstance(targets, dict) or not targets or not all(
-            isinstance(minion, str) and (user is None or isinstance(user, str)) for minion, user in targets.items()):
+    minions, user = (data.get("minions"), data.get("user")) if isinstance(data, dict) else (None, None)
+    if not isinstance(minions, list) or not minions or not all(type(minion) is str for minion in minions) \
+            or not (user is None or isinstance(user, str)):
         return None
-    return placement(targets)
+    return minions, user
 
 
 def usable(root):
@@ -130,9 +133,9 @@ def write(root, summaries, removed, stamp, every=False):
         if not whole:
             if not every:
                 return False
-            for name in ("minions", "stacks"):
+            for name in FOLDERS:
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-        for name in ("minions", "stacks"):
+        for name in FOLDERS:
             os.makedirs(os.path.join(root, name), mode=0o700, exist_ok=True)
         gone = set(removed) | ((known_minions(root) - set(summaries)) if every else set())
         changes = collections.defaultdict(dict)  # stack -> {minion: user, or _GONE}
@@ -164,20 +167,23 @@ def _fold_minion(root, minion, new, changes):
 
 
 def _fold_stack(root, stack, change):
-    """Apply one stack's target changes to its file (removed when no target is left)."""
-    path = os.path.join(root, "stacks", f"{stack}.json")
-    data = _read(path)
-    targets = data.get("targets") if isinstance(data, dict) and isinstance(data.get("targets"), dict) else {}
+    """Apply one stack's target changes to its files (removed when no target is left): the map
+    first, the placement a redeploy reads last."""
+    data = _read(os.path.join(root, "targets", f"{stack}.json"))
+    targets = data if isinstance(data, dict) else {}
     for minion, user in change.items():
         if user is _GONE:
             targets.pop(minion, None)
         else:
             targets[minion] = user
     if targets:
-        _write_json(root, os.path.join("stacks", f"{stack}.json"), {"targets": targets})
+        _write_json(root, os.path.join("targets", f"{stack}.json"), targets)
+        minions, user = placement(targets)
+        _write_json(root, os.path.join("stacks", f"{stack}.json"), {"minions": minions, "user": user})
     else:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)
+        for name in ("stacks", "targets"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(root, name, f"{stack}.json"))
 
 
 def known_minions(root):

@@ -7,11 +7,13 @@ site on each (S containers of S researchers, allowed on every node) plus the nod
 the publisher and job cache are a fake ``LocalClient`` (jobs are published and return at once).
 
 1. **One edit** (``ccc.redeploy`` of a stack the record does not know, on an idle master: the
-   path that publishes), per size M minions x S stacks: the runner's work before it publishes,
-   split into where a stack goes (``placement``: the redeploy index, or every minion's cached
-   pillar when the tree has no index or the index cannot be trusted), the redeploy record (lock,
-   read, write) and the rest (decisions, the fake publish). Also ``ccc.targets``. With the index,
-   the time to build it from the M pillars is shown (the pillar watch builds it as it compiles).
+   path that publishes), per size M minions x S stacks: the whole call, and the runner's work
+   before it publishes (``to publish``: until the publisher is called), split into where a stack
+   goes (``placement``: the redeploy index, or every minion's cached pillar when the tree has no
+   index or the index cannot be trusted), reading the redeploy record (lock, load) and the rest
+   (``decide``); after it, the (fake) publish and writing the record. Also ``ccc.targets``. With
+   the index, the time to build it from the M pillars is shown (the pillar watch builds it as it
+   compiles).
 2. **Pillar watch** with W minions, a real pillar tree (the repository's ``pillar/top.sls`` and a
    site root with ``site/init.sls`` and one ``site/nodes/<id>.sls`` per minion): the first run
    (compiles every minion), a run with nothing changed, and a run after an edit to one node's
@@ -176,15 +178,15 @@ class _Timer:
                 self.depth -= 1
         return timed
 
-    def context(self, category, manager):
+    def context(self, entering, leaving, manager):
         @contextlib.contextmanager
         def timed(*args, **kwargs):
             started = time.perf_counter()
             with manager(*args, **kwargs) as value:
-                self.spent[category] = self.spent.get(category, 0.0) + time.perf_counter() - started
+                self.spent[entering] = self.spent.get(entering, 0.0) + time.perf_counter() - started
                 yield value
                 started = time.perf_counter()
-            self.spent[category] = self.spent.get(category, 0.0) + time.perf_counter() - started
+            self.spent[leaving] = self.spent.get(leaving, 0.0) + time.perf_counter() - started
         return timed
 
 
@@ -198,7 +200,7 @@ def _instrumented(runner, redeploy):
                 originals.append((owner, name, getattr(owner, name)))
                 setattr(owner, name, timer.wrap("placement", getattr(owner, name)))
     originals.append((redeploy, "open_record", redeploy.open_record))
-    redeploy.open_record = timer.context("record", redeploy.open_record)
+    redeploy.open_record = timer.context("record read", "record write", redeploy.open_record)
     try:
         yield timer
     finally:
@@ -224,8 +226,8 @@ def one_edit(modules, sizes, repeat):
 
     print(f"1. one settings edit (ccc.redeploy, idle master, publishes); median of the timed edits (ms); "
           f"index: {'yes' if index else 'no (this tree has none)'}")
-    print(f"{'minions':>7} {'stacks':>6} {'index build':>11} {'ccc.targets':>11} {'edit':>8} {'placement':>9} "
-          f"{'record':>7} {'publish':>7} {'rest':>6}  read from")
+    print(f"{'minions':>7} {'stacks':>6} {'index build':>11} {'ccc.targets':>11} {'edit':>7} | {'to publish':>10} "
+          f"{'placement':>9} {'record rd':>9} {'decide':>6} | {'publish':>7} {'record wr':>9}  read from")
     for minions, stacks in sizes:
         times = repeat or (3 if minions * stacks >= 500 * 5000 else 5)
         with tempfile.TemporaryDirectory() as tmp:
@@ -235,8 +237,9 @@ def one_edit(modules, sizes, repeat):
             client = _FakeClient()
             salt.client.get_local_client = lambda *_args, **_kwargs: client
             build = float("nan")
-            timer = _Timer()
-            client.run_job = timer.wrap("publish", client.run_job)
+            timer, run_job, reached = _Timer(), client.run_job, []
+            client.run_job = timer.wrap("publish", lambda *args, **kwargs: (reached.append(time.perf_counter()),
+                                                                           run_job(*args, **kwargs))[1])
             if index:
                 started = time.perf_counter()
                 _build_index(opts, index, minions)
@@ -253,17 +256,20 @@ def one_edit(modules, sizes, repeat):
                 record.unlink(missing_ok=True)
                 with _instrumented(runner, redeploy) as wrapped:
                     wrapped.spent, wrapped.calls, timer.spent = {}, set(), {}
+                    reached.clear()
                     started = time.perf_counter()
                     result = runner.redeploy(f"box-{turn % stacks:04d}", version=f"{turn + 1}:1:1:1")
                     total = 1000 * (time.perf_counter() - started)
-                spent = dict(wrapped.spent, publish=timer.spent.get("publish", 0.0))
+                spent = {key: 1000 * value for key, value in dict(wrapped.spent, **timer.spent).items()}
                 assert result["action"] == "apply" and len(result["targets"]) == minions, result
-                spent = {key: 1000 * value for key, value in spent.items()}
-                rows.append((total, spent.get("placement", 0.0), spent.get("record", 0.0), spent.get("publish", 0.0)))
+                before = 1000 * (reached[0] - started)
+                rows.append((total, before, spent.get("placement", 0.0), spent.get("record read", 0.0),
+                             before - spent.get("placement", 0.0) - spent.get("record read", 0.0),
+                             spent.get("publish", 0.0), spent.get("record write", 0.0)))
                 sources.add("pillar cache" if "cccs" in wrapped.calls else "index")
-        total, placement, record_ms, publish = (statistics.median(column) for column in zip(*rows))
-        print(f"{minions:>7} {stacks:>6} {build:11.1f} {statistics.median(target_walls):11.2f} {total:8.2f} "
-              f"{placement:9.2f} {record_ms:7.2f} {publish:7.2f} {total - placement - record_ms - publish:6.2f}  "
+        total, before, placement, read, decide, publish, write = (statistics.median(column) for column in zip(*rows))
+        print(f"{minions:>7} {stacks:>6} {build:11.1f} {statistics.median(target_walls):11.2f} {total:7.2f} | "
+              f"{before:10.2f} {placement:9.2f} {read:9.2f} {decide:6.2f} | {publish:7.2f} {write:9.2f}  "
               f"{', '.join(sorted(sources))}")
 
 

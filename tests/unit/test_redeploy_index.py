@@ -155,8 +155,10 @@ def test_a_half_written_or_foreign_index_is_distrusted(tmp_path, keys):
         (root / "state.json").write_text(json.dumps(state) if isinstance(state, dict) else state)
         assert index.lookup(str(root), "ana-main", stamp) is None, state
     (root / "state.json").write_text(good)
-    (root / "stacks" / "ana-main.json").write_text('{"targets": ["node1"]}')
-    assert index.lookup(str(root), "ana-main", stamp) is None
+    for broken in ('{"targets": ["node1"]}', '{"minions": ["node1", 3], "user": null}', '{"minions": [], "user": null}',
+                   '{"minions": ["node1"], "user": 7}', "[]"):
+        (root / "stacks" / "ana-main.json").write_text(broken)
+        assert index.lookup(str(root), "ana-main", stamp) is None, broken
     assert index.lookup(str(root), "../state", stamp) is None  # not a STACK_NAME
 
 
