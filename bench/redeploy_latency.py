@@ -6,22 +6,30 @@ shared storage) with the product's default beacon settings except where the test
 them (see tests/cluster/conftest.py). The per-user rate limit is set out of reach: 26 edits in
 two minutes are far above it, and this measures the path of one edit, not the limiter
 (bench/redeploy_storm.py measures that). Prints p50/p95 of 20 edits (``--edits``; file write ->
-recreated container running with the new value) and of 6 node moves (``--moves``; write ->
+recreated container running with the new value) and of 12 node moves (``--moves``; write ->
 running on the new node and gone from the old one), and where the time of each edit goes, from event timestamps:
 
     write        -> beacon event   the salt/beacon/<node>/ccc_settings/<stack> event at the master
     beacon       -> runner start   the reactor: salt/run/<jid>/new of ccc.redeploy
     runner start -> publish        the runner: salt/job/<jid>/new of the state.apply
-    publish      -> states start   the minion: job process, pillar render, state compile (the
-                                   first state's start_time in the job's return)
-    states start -> started        the states (networks, the deployment: plan, Docker create,
-                                   start, swap) up to Docker's StartedAt of the new container
+    publish      -> pillar served  the minion's job process starts and asks for its pillar, the
+                                   master compiles it (GPG included): minion/refresh/<node>, the
+                                   master's event once it served that pillar
+    pillar       -> states start   the minion loads the state modules and renders the SLS (each
+                                   file it renders is a request to the master): the first
+                                   state's start_time in the job's return
+    states start -> deploy start   the states before the deployment (the networks)
+    deploy start -> started        the deployment (plan, Docker create, stop, start, swap) up to
+                                   Docker's StartedAt of the new container
     started      -> seen           until the bench saw it running with the new value
+
+A move is timed at both ends: the new copy running on the node it moved to, and the old one
+gone from the node it left (make-before-break: that node removes it once the new one runs).
 
 A "-" is a step whose event belongs to no job of its own: a job already queued for an earlier
 report read the new file (coalesced).
 
-    .venv/bin/python bench/redeploy_latency.py [--edits 20] [--moves 6]
+    .venv/bin/python bench/redeploy_latency.py [--edits 20] [--moves 12]
 
 Smallest (the suite's smoke test): ``--edits 1 --moves 1``, about a minute with the cluster's
 start-up.
@@ -37,10 +45,10 @@ import pytest
 
 import _harness
 
-SIZES = {"edits": (20, "settings edits timed (write -> recreated)"), "moves": (6, "node moves timed, at least 1")}
+SIZES = {"edits": (20, "settings edits timed (write -> recreated)"), "moves": (12, "node moves timed, at least 1")}
 EDITS, MOVES = _harness.size(SIZES, "edits"), _harness.size(SIZES, "moves")
-STEPS = ("write -> beacon event", "beacon -> runner start", "runner start -> publish", "publish -> states start",
-         "states start -> started", "started -> seen")
+STEPS = ("write -> beacon event", "beacon -> runner start", "runner start -> publish", "publish -> pillar served",
+         "pillar -> states start", "states start -> deploy start", "deploy start -> started", "started -> seen")
 
 
 @pytest.fixture(scope="package")
@@ -105,7 +113,8 @@ def _breakdown(event_listener, master, daemon, node, stack, written, seen_at):
     """The seconds of each step of one edit (``None`` where an event was not found)."""
     deadline = time.monotonic() + 10  # the job's return comes after its last state
     while True:
-        events = event_listener.get_events([(master.id, "salt/*")], after_time=written - 1)
+        events = event_listener.get_events([(master.id, "salt/*"), (master.id, f"minion/refresh/{node}")],
+                                           after_time=written - 1)
         if time.monotonic() > deadline or any(e.tag.startswith("salt/job/") and f"/ret/{node}" in e.tag
                                               and _epoch(e.stamp) >= seen_at for e in events):
             break
@@ -126,13 +135,20 @@ def _breakdown(event_listener, master, daemon, node, stack, written, seen_at):
         if back is not None and _epoch(job.stamp) <= seen_at:
             publish, ret = job, back
     marks = [written, _epoch(beacon.stamp) if beacon else None, _epoch(runner.stamp) if runner else None,
-             _epoch(publish.stamp) if publish else None, None, None, seen_at]
+             _epoch(publish.stamp) if publish else None, None, None, None, None, seen_at]
     if ret is not None:
         states = [v for v in (ret.data.get("return") or {}).values() if isinstance(v, dict) and v.get("start_time")]
         if states:
-            marks[4] = min(_state_time(_epoch(ret.stamp), s["start_time"]) for s in states)
+            marks[5] = min(_state_time(_epoch(ret.stamp), s["start_time"]) for s in states)
+        deploy = [v for v in states if v.get("__id__") == "ccc-containers-deploy"]
+        if deploy:
+            marks[6] = _state_time(_epoch(ret.stamp), deploy[0]["start_time"])
+    if publish is not None and marks[5] is not None:  # the pillar this job's process asked for
+        served = _first(events, _epoch(publish.stamp), lambda e: e.tag == f"minion/refresh/{node}")
+        if served is not None and _epoch(served.stamp) <= marks[5]:
+            marks[4] = _epoch(served.stamp)
     try:
-        marks[5] = _docker_time(daemon.client().api.inspect_container(stack)["State"]["StartedAt"])
+        marks[7] = _docker_time(daemon.client().api.inspect_container(stack)["State"]["StartedAt"])
     except Exception:  # noqa: BLE001 - being swapped again
         pass
     steps, last = [], written
@@ -168,21 +184,27 @@ def test_redeploy_latency(master, minions, dockerds, cluster_storage, event_list
         print(f"edit {index:2}: {edits[-1]:.2f} s  " + "  ".join("-" if s is None else f"{s:.2f}" for s in rows[-1]))
 
     bor = settings / "bor.kralj@example.org" / "container-settings" / "bor-main.yml"
-    moves = []
+    moves, starts = [], []
     for index in range(MOVES):
         source, target = (node1, node2) if index % 2 == 0 else (node2, node1)
         if index:  # bor-main starts on node1 and node2; then it runs where the last move put it
             _wait(lambda: "bor-main" in _running(source) and "bor-main" not in _running(target))
         time.sleep(1.5)
+        already = "bor-main" in _running(target)  # the first move only removes the copy on node1
         start = time.monotonic()
         bor.write_text(f"bor-main:\n  DEPLOYMENT_NODES: [{target.name}]\n")
         started_there = _wait(lambda: "bor-main" in _running(target)) - start
         moves.append(_wait(lambda: "bor-main" not in _running(source)) - start)
-        print(f"move to {target.name}: running there after {started_there:.2f} s, gone from {source.name} after {moves[-1]:.2f} s")
+        if not already:
+            starts.append(started_there)
+        print(f"move to {target.name}: running there after {started_there:.2f} s{' (already)' if already else ''}, "
+              f"gone from {source.name} after {moves[-1]:.2f} s")
 
     _table(rows)
     print()
-    for label, values in (("edit -> recreated", edits), ("node move", moves)):
+    for label, values in (("edit -> recreated", edits), ("move: new running", starts), ("move: old gone", moves)):
+        if not values:
+            continue
         print(f"{label:18} n={len(values):2}  p50 {statistics.median(values):.2f} s  "
               f"p95 {_percentile(values, 0.95):.2f} s  max {max(values):.2f} s")
 
