@@ -115,8 +115,9 @@ def created(node):
         problem = "not the swarm leader"
     if problem:
         return {"node": node, "action": None, "error": problem}
+    accepted = set(salt.key.get_key(__opts__).list_status("accepted").get("minions") or ())
     with ccc_agent_waiters.open_record(__opts__["cachedir"]) as holder:
-        holder["record"], nodes = ccc_agent_waiters.created(holder["record"], _accepted)
+        holder["record"], nodes = ccc_agent_waiters.created(holder["record"], accepted.__contains__)
     return {"node": node, "action": "applied" if nodes else "none waiting", "jids": _apply(nodes)}
 
 

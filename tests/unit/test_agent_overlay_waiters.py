@@ -141,6 +141,12 @@ def runner(monkeypatch, tmp_path):
     published = []
     pillars = {"gpu1": {"swarm": {"leader": "gpu1"}}, "gpu2": {"swarm": {"leader": "gpu1"}}, "gpu3": {}}
     monkeypatch.setattr(module, "_accepted", lambda node: node in pillars)
+
+    class Keys:
+        def list_status(self, status):
+            return {"minions": sorted(pillars)} if status == "accepted" else {}
+
+    monkeypatch.setattr(module.salt.key, "get_key", lambda opts: Keys())
     monkeypatch.setattr(module, "_cached_ccc", lambda node: pillars[node])
 
     class Client:
