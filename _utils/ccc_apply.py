@@ -48,14 +48,17 @@ def _join(comment, notes):
     return comment if not notes else comment + "; " + "; ".join(notes)
 
 
-def apply(client, cluster, node, resolution, test=False):
+def apply(client, cluster, node, resolution, test=False, existing=None, make_keys=None):
     """
     Make Docker match one resolution; ``node``: the node settings (``binds_dir``, where the pin
-    sets live). An interrupted recreate of the stack is settled first (``ccc_swap.settle``).
+    sets live). An interrupted recreate of the stack is settled first (``ccc_swap.settle``;
+    ``existing``: the engine's container names when the run began, ``ccc_engine.names``).
+    ``make_keys``: where a missing SSH host key set is generated (``ccc_hostkey_maker``).
     """
     try:
-        attrs, settled = ccc_swap.settle(client, resolution["stack"], resolution["action"] != "remove", test)
-        outcome = _apply(client, cluster, node, resolution, attrs, test)
+        attrs, settled = ccc_swap.settle(client, resolution["stack"], resolution["action"] != "remove", test,
+                                         existing=existing)
+        outcome = _apply(client, cluster, node, resolution, attrs, test, make_keys)
         return ccc_swap.with_settled(outcome, settled, test)
     except ccc_engine.ENGINE_ERRORS as exc:
         message = f"{ccc_engine.ENGINE_DOWN} (the admins were told)"
@@ -69,7 +72,7 @@ def apply(client, cluster, node, resolution, test=False):
         return _failure(f"{resolution['stack']}: {message}: {exc}")
 
 
-def _apply(client, cluster, node, resolution, attrs, test):
+def _apply(client, cluster, node, resolution, attrs, test, make_keys=None):
     """``attrs``: the container named ``<stack>`` once an interrupted recreate is settled."""
     stack = resolution["stack"]
     if attrs is not None and not ccc_node_record.is_managed(client, attrs):
@@ -80,7 +83,7 @@ def _apply(client, cluster, node, resolution, attrs, test):
         return _failure("; ".join((resolution["admin_errors"] or [resolution["reason"]]) + list(resolution["notes"])))
     if resolution["action"] == "remove":
         return _remove(client, cluster, node, resolution, attrs, test)
-    return _run(client, cluster, node, resolution, attrs, test)
+    return _run(client, cluster, node, resolution, attrs, test, make_keys)
 
 
 # --------------------------------------------------------------------------------------------
@@ -114,7 +117,7 @@ def pin_spec(binds_dir, spec, create):
     return pinned, set_id
 
 
-def _prepare(cluster, node, resolution, test):
+def _prepare(cluster, node, resolution, test, make_keys=None):
     """Folders, host keys and pins for a ``run``; returns ``(pinned spec, pin set id, created folders)``."""
     spec = resolution["spec"]
     if test:
@@ -125,7 +128,8 @@ def _prepare(cluster, node, resolution, test):
         key_store = ccc_hostkeys.store(cluster)
     except ValueError as exc:  # a store_dir no container may reach: the admin's to fix, like a missing share
         raise FileNotFoundError(str(exc)) from None
-    if ccc_hostkeys.ensure(sshd_data, key_store, spec["name"], (cluster.get("host_keys") or {}).get("rsa_bits", 3072)):
+    if ccc_hostkeys.ensure(sshd_data, key_store, spec["name"], (cluster.get("host_keys") or {}).get("rsa_bits", 3072),
+                           make=make_keys):
         created.append(ccc_hostkeys.node_dir(sshd_data, spec["name"]))
     pinned, set_id = pin_spec(node["binds_dir"], spec, create=True)
     missing = [m["source"] for m in pinned["mounts"] if not os.path.exists(m["source"])]
@@ -134,13 +138,13 @@ def _prepare(cluster, node, resolution, test):
     return pinned, set_id, created
 
 
-def _run(client, cluster, node, resolution, attrs, test):
+def _run(client, cluster, node, resolution, attrs, test, make_keys=None):
     """Create or recreate (only when the spec hash changed), start, reattach networks."""
     stack, owner = resolution["stack"], ccc_pillar.file_owner(cluster)
     if resolution.get("storage_missing"):
         return _storage_missing(resolution, owner, test)
     try:
-        spec, set_id, created_dirs = _prepare(cluster, node, resolution, test)
+        spec, set_id, created_dirs = _prepare(cluster, node, resolution, test, make_keys)
     except ccc_safefs.UnsafePath as exc:
         if not test:
             ccc_feedback.write_report(resolution, f"NOT deployed: {exc.strerror}. A folder of yours is replaced by "
@@ -173,7 +177,8 @@ def _run(client, cluster, node, resolution, attrs, test):
     overlay = ccc_swarm_engine.join_overlay(client, resolution, node["state_dir"], changes)
     told = resolution if not overlay["user"] else dict(  # a message: a no-op run still rewrites the report
         resolution, user_messages=resolution["user_messages"] + [overlay["user"]])
-    problem = _problem(client, resolution)
+    # Docker's state of an untouched container is the one just read; after a change, ask again.
+    problem = _problem(client, resolution, None if changes else attrs)
     ccc_feedback.write_report(dict(told, problem=problem), outcome, owner, changed=bool(changes))
     notes = list(resolution["notes"]) + ([overlay["admin"]] if overlay["admin"] else [])
     if problem and problem.get("summary"):
@@ -199,12 +204,13 @@ def _settings_since(resolution):
     return ccc_userdirs.changed_at(paths["settings_folder"], os.path.basename(paths["settings_file"])) or 0
 
 
-def _problem(client, resolution):
-    """The container's problem after the apply (``ccc_problems.observe``), None when all is well.
+def _problem(client, resolution, attrs=None):
+    """The container's problem after the apply (``ccc_problems.observe``), None when all is well;
+    ``attrs``: its inspect data when the apply did not touch it (else it is inspected).
     Its log lines are masked with the values this container was given and nothing else
     (``ccc_redact.given_secrets``): it never receives the node's other secrets, and masking
     them would tell it which of its guesses is one."""
-    attrs = ccc_engine.inspect(client, resolution["stack"])
+    attrs = attrs or ccc_engine.inspect(client, resolution["stack"])
     folder = (resolution.get("paths") or {}).get("settings_folder")
     if not attrs:
         return None

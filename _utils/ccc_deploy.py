@@ -2,9 +2,13 @@
 A run over many containers: read the shared inputs once, then plan and apply each selected
 container, several at a time.
 
-Why this shape: a first deploy is dominated by waits outside Python (SSH host key generation,
-Docker creating and starting containers), so containers are applied concurrently by a bounded
-thread pool (``ccc:node:create_parallelism``, default 4), each thread with its own Docker client.
+Why this shape: a first deploy is dominated by waits outside Python (Docker creating and
+starting containers), so containers are applied concurrently by a bounded thread pool
+(``ccc:node:create_parallelism``, default 4), each thread with its own Docker client. SSH host
+keys of new stacks come from spare sets made in the background after the last deploy
+(``ccc_hostkey_spares``) or from forked workers started before the threads
+(``ccc_hostkey_maker``: RSA generation holds the GIL), and the engine's container names are
+listed once, so a no-op apply asks Docker about each container once.
 Planning stays one-way: ``ccc_plan.read_inputs`` once for the run, ``ccc_plan.plan`` once per
 container, ``ccc_apply.apply`` once per container; images are pulled once per run however many
 containers use them (``ccc_images``). The state ``ccc_container.deployed`` runs this before the
@@ -19,6 +23,9 @@ import concurrent.futures
 import logging
 
 import ccc_apply
+import ccc_engine
+import ccc_hostkey_maker
+import ccc_hostkey_spares
 import ccc_plan
 import ccc_rules
 
@@ -47,19 +54,33 @@ def deploy(inputs, stacks, clients, test=False, workers=1):
     whatever it is, never stops the others.
     """
     stacks = list(dict.fromkeys(stacks))
+    existing = _existing(clients)
+    with ccc_hostkey_maker.for_run(inputs.cluster, stacks, test) as make_keys:
 
-    def one(stack):
-        resolution = ccc_plan.plan(inputs, stack)
-        return ccc_apply.apply(clients(), inputs.cluster, inputs.node, resolution, test=test)
+        def one(stack):
+            resolution = ccc_plan.plan(inputs, stack)
+            return ccc_apply.apply(clients(), inputs.cluster, inputs.node, resolution, test=test, existing=existing,
+                                   make_keys=make_keys)
 
-    outcomes = {}
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(stacks))),
-                                               thread_name_prefix="ccc-deploy") as pool:
-        futures = {stack: pool.submit(one, stack) for stack in stacks}
-        for stack, future in futures.items():
-            try:
-                outcomes[stack] = future.result()
-            except Exception as exc:  # noqa: BLE001 - reported as this container's failure
-                log.exception("applying %s failed", stack)
-                outcomes[stack] = failed(stack, exc)
+        outcomes = {}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, min(workers, len(stacks))),
+                                                   thread_name_prefix="ccc-deploy") as pool:
+            futures = {stack: pool.submit(one, stack) for stack in stacks}
+            for stack, future in futures.items():
+                try:
+                    outcomes[stack] = future.result()
+                except Exception as exc:  # noqa: BLE001 - reported as this container's failure
+                    log.exception("applying %s failed", stack)
+                    outcomes[stack] = failed(stack, exc)
+    if not test:  # the threads are gone: keys for the next new stacks, in the background
+        ccc_hostkey_spares.top_up_later(inputs.cluster, ccc_hostkey_spares.wanted_stacks(inputs.ccc))
     return outcomes
+
+
+def _existing(clients):
+    """The engine's container names now (one call for the run), or None when it does not
+    answer: each container then asks, and reports the engine's failure itself."""
+    try:
+        return ccc_engine.names(clients())
+    except ccc_engine.ENGINE_ERRORS:
+        return None

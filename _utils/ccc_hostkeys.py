@@ -24,8 +24,9 @@ The old set is kept, root-only, in ``<store>/host-keys-retired/<STACK>.<UTC time
 Concurrent first deploys on two nodes are safe: a set is generated in a fresh temporary folder
 and renamed into place; whoever renames second uses the winner's keys. A missing storage root
 is never created. Keys are made with ``cryptography`` (a Salt dependency) in OpenSSH's own
-formats, the same key types and sizes as ``ssh-keygen -A`` but without a process per key: RSA
-generation dominates a first deploy (about 0.5 s per stack with ssh-keygen, 0.1-0.15 s here).
+formats, the same key types and sizes as ``ssh-keygen -A`` but without a process per key (about
+0.5 s per stack with ssh-keygen, 0.1-0.15 s here); during a deploy ``ccc_hostkey_maker`` makes them
+in child processes, since RSA generation holds Python's GIL.
 Plain Python, used by ``ccc_apply``.
 """
 
@@ -69,19 +70,34 @@ def _private_key(kind, rsa_bits):
     return ed25519.Ed25519PrivateKey.generate()
 
 
-def _generate(folder, stack, rsa_bits):
-    """Write one key set into ``folder`` (a fresh root-only folder): private keys in OpenSSH's
-    format (0600), public keys as ``<type> <base64> ccc-salt <STACK>`` (0644)."""
+def material(stack, rsa_bits=3072):
+    """One key set as ``{file name: bytes}``: private keys in OpenSSH's format, public keys as
+    ``<type> <base64> ccc-salt <STACK>``. Pure CPU (RSA holds Python's GIL for the whole
+    generation): ``ccc_hostkey_maker`` runs it in a child process during a deploy."""
+    data = {}
     for kind in KEY_TYPES:
         key = _private_key(kind, rsa_bits)
-        private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-                                    serialization.NoEncryption())
-        public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
-        path = os.path.join(folder, f"ssh_host_{kind}_key")
-        for name, data, mode in ((path, private, 0o600), (path + ".pub", public + f" ccc-salt {stack}\n".encode(), 0o644)):
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+        name = f"ssh_host_{kind}_key"
+        data[name] = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                       serialization.NoEncryption())
+        data[name + ".pub"] = key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH) + f" ccc-salt {stack}\n".encode()
+    return data
+
+
+def write_set(folder, data):
+    """Write a key set (``material``) into ``folder`` (a fresh root-only folder): private keys
+    0600, public keys 0644."""
+    for name, content in data.items():
+        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644 if name.endswith(".pub") else 0o600)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content)
+
+
+def _generate(folder, stack, rsa_bits):
+    """Write one fresh key set into ``folder`` (a fresh root-only folder)."""
+    write_set(folder, material(stack, rsa_bits))
 
 
 def store(cluster):
@@ -118,7 +134,7 @@ def store_root(cluster):
     return root
 
 
-def _store(root):
+def keys_dir(root):
     """``<root>/host-keys`` (made root-only; ``root`` made 0700 when missing); the storage above
     ``root`` must be there: a missing one is an unmounted share, never created."""
     parent = os.path.dirname(root.rstrip("/"))
@@ -180,12 +196,12 @@ def migrate(where):
         old = os.path.join(legacy_root, kind)
         if not os.path.isdir(old) or os.path.islink(old):
             continue
-        target_dir = _store(root) if kind == "host-keys" else _retired_store(root)
+        target_dir = keys_dir(root) if kind == "host-keys" else _retired_store(root)
         for name in sorted(os.listdir(old)):
             folder = os.path.join(old, name)
             if name.startswith(".") or os.path.islink(folder) or not os.path.isdir(folder):
                 continue
-            if kind == "host-keys" and not _complete(folder):
+            if kind == "host-keys" and not complete_set(folder):
                 continue
             _move_set(folder, os.path.join(target_dir, name))
             moved.append(f"{kind}/{name}")
@@ -197,21 +213,23 @@ def migrate(where):
 
 
 def _retired_store(root):
-    _store(root)
+    keys_dir(root)
     os.makedirs(retired_dir(root), mode=0o700, exist_ok=True)
     return retired_dir(root)
 
 
-def _shared_set(root, stack, rsa_bits):
-    """The folder of the shared key set of ``stack``, generated if needed; its parent must exist."""
-    store_dir = _store(root)
+def shared_set(root, stack, rsa_bits, make=None):
+    """The folder of the shared key set of ``stack``, generated if needed (``make(stack, rsa_bits)``,
+    default ``material``); its parent must exist."""
+    store_dir = keys_dir(root)
     final = os.path.join(store_dir, stack)
     if all(os.path.isfile(os.path.join(final, name)) for name in key_files()):
         return final
     temporary = os.path.join(store_dir, f".{stack}.tmp-{secrets.token_hex(8)}")
+    data = (make or material)(stack, rsa_bits)
     os.mkdir(temporary, 0o700)
     try:
-        _generate(temporary, stack, rsa_bits)
+        write_set(temporary, data)
         try:
             os.rename(temporary, final)
         except OSError:
@@ -224,11 +242,11 @@ def _shared_set(root, stack, rsa_bits):
     return final
 
 
-def _complete(folder):
+def complete_set(folder):
     return all(os.path.isfile(os.path.join(folder, name)) for name in key_files())
 
 
-def _read_set(folder):
+def read_set(folder):
     """``{file name: bytes}`` of a complete key set in ``folder``."""
     data = {}
     for name in key_files():
@@ -240,21 +258,44 @@ def _read_set(folder):
 def _node_copy(sshd_data, stack):
     """The node copy of ``stack`` as ``{file name: bytes}`` (``{}`` when incomplete)."""
     keys = os.path.join(node_dir(sshd_data, stack), "keys")
-    return _read_set(keys) if present(sshd_data, stack) else {}
+    return read_set(keys) if present(sshd_data, stack) else {}
+
+
+def shared_names(root):
+    """The names in the key store ``root``'s set folder (one directory read; empty when it is
+    not there): a stack not among them has no shared set."""
+    try:
+        return set(os.listdir(os.path.join(root, "host-keys")))
+    except OSError:
+        return set()
+
+
+def node_names(sshd_data):
+    """The stacks with a folder in this node's copies (one directory read)."""
+    try:
+        return set(os.listdir(os.path.join(sshd_data, "stacks")))
+    except OSError:
+        return set()
+
+
+def shared_complete(root, stack):
+    """True when the key store ``root`` holds the complete shared set of ``stack``."""
+    return complete_set(os.path.join(root, "host-keys", stack))
 
 
 def _shared_if_reachable(root, stack):
     """The shared folder of ``stack`` when the storage and a complete set are there, else None."""
     final = os.path.join(root, "host-keys", stack)
-    return final if _complete(final) else None
+    return final if complete_set(final) else None
 
 
-def ensure(sshd_data, where, stack, rsa_bits=3072):
+def ensure(sshd_data, where, stack, rsa_bits=3072, make=None):
     """
     Make sure the node has ``stack``'s current key set; returns True when files were copied
     (first copy, generation, or a shared set that changed since: compared by content).
     ``where`` is the shared key store (``store``, or its root path); sets still at its old place
-    are moved into it first (``migrate``).
+    are moved into it first (``migrate``). ``make``: where a missing set is generated
+    (``material``'s signature; ``ccc_hostkey_maker`` passes its child processes).
 
     A complete node copy is kept as it is while the shared set is unreachable or missing (the
     storage is away, the store not usable, or nobody has generated it): it is never replaced by
@@ -272,8 +313,8 @@ def ensure(sshd_data, where, stack, rsa_bits=3072):
         if source is None:
             return False
     else:
-        source = _shared_set(where["root"], stack, rsa_bits)
-    wanted = _read_set(source)
+        source = shared_set(where["root"], stack, rsa_bits, make)
+    wanted = read_set(source)
     changed = [name for name in key_files() if local.get(name) != wanted[name]]
     if not changed:
         return False
@@ -321,7 +362,7 @@ def rotate(where, stack, rsa_bits=3072, now=None):
     where = _spec(where)
     migrate(where)
     root = where["root"]
-    store_dir = _store(root)
+    store_dir = keys_dir(root)
     final = os.path.join(store_dir, stack)
     temporary = os.path.join(store_dir, f".{stack}.tmp-{secrets.token_hex(8)}")
     os.mkdir(temporary, 0o700)
@@ -336,7 +377,7 @@ def rotate(where, stack, rsa_bits=3072, now=None):
         try:
             os.rename(temporary, final)
         except OSError:
-            if not _complete(final):
+            if not complete_set(final):
                 raise
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
@@ -362,6 +403,6 @@ def outdated(sshd_data, root):
     stale = []
     for stack in sorted(os.listdir(stacks_dir)):
         source = _shared_if_reachable(root, stack) if not stack.startswith(".") else None
-        if source and present(sshd_data, stack) and _node_copy(sshd_data, stack) != _read_set(source):
+        if source and present(sshd_data, stack) and _node_copy(sshd_data, stack) != read_set(source):
             stale.append(stack)
     return stale

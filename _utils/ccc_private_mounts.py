@@ -32,7 +32,11 @@ def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
     containers = ccc_node_record.managed_containers(client)
     points = {record.point for record in mounts}
     for stack, summary in sorted(containers.items()):
-        attrs = ccc_engine.inspect(client, summary["Id"]) if summary.get("State") == "running" else None
+        if summary.get("State") != "running":
+            continue
+        # The list's summary names the mounts already: no inspect per container (500 of them
+        # made a no-op apply grow by seconds); an engine that leaves them out is asked.
+        attrs = summary if "Mounts" in summary else ccc_engine.inspect(client, summary["Id"])
         private_dir = ccc_private_groups.private_pin(attrs) if attrs else None
         if not private_dir or not private_dir.startswith(os.path.join(binds_dir, "")) or private_dir not in points:
             continue

@@ -119,12 +119,19 @@ def taken_subdomains(ccc, stored_settings, except_stack=None):
 
     ``stored_settings`` maps STACK_NAME -> the last accepted user section (or None).
     """
-    taken = {}
+    return taken_except(subdomain_claims(ccc, stored_settings), except_stack)
+
+
+def subdomain_claims(ccc, stored_settings):
+    """Every FRP HTTP subdomain in use (``taken_subdomains``) -> the STACK_NAMEs that claim it,
+    in pillar order: read once per run, then ``taken_except`` per container (each container's
+    own walk over every other was the square of the containers)."""
+    claims = {}
     users = (ccc or {}).get("users") or {}
     nodes = ccc_pillar.cluster_nodes(ccc)
     for entry in (ccc or {}).get("containers") or []:
         stack = entry.get("STACK_NAME") if isinstance(entry, dict) else None
-        if stack is None or stack == except_stack:
+        if stack is None:
             continue
         stored = (stored_settings or {}).get(stack)
         frp = _merge_frp(ccc_pillar.merged_record(users, entry).get("FRP_PORTS"),
@@ -133,7 +140,21 @@ def taken_subdomains(ccc, stored_settings, except_stack=None):
             if isinstance(http, dict) and http.get("subdomain"):
                 # The raw name and every name FRP will serve (``<node>-<sub>`` when prefixed).
                 for name in [str(http["subdomain"])] + ccc_schema.served_subdomains(http, nodes):
-                    taken.setdefault(name, stack)
+                    owners = claims.setdefault(name, [])
+                    if stack not in owners:
+                        owners.append(stack)
+    return claims
+
+
+def taken_except(claims, except_stack=None):
+    """``taken_subdomains`` from ``subdomain_claims``: each name -> its first claimant other
+    than ``except_stack``."""
+    taken = {}
+    for name, owners in claims.items():
+        for stack in owners:
+            if stack != except_stack:
+                taken[name] = stack
+                break
     return taken
 
 

@@ -2,7 +2,8 @@
 Crash-safe creates and recreates: the container named STACK_NAME is replaced only once its
 successor has started, and a run killed at any step is finished or undone by the next one.
 
-A recreate creates ``<stack>.ccc-new`` (recorded before and after the create), stops the old
+A first create makes the container under its own name (recorded before and after the create)
+and starts it. A recreate creates ``<stack>.ccc-new`` (recorded the same way), stops the old
 container and renames it ``<stack>.ccc-old``, renames the new one ``<stack>`` and starts it, and
 only then removes the old one; a spec Docker refuses to start puts the old container back.
 Every apply first settles what a killed run left (``settle``): once the new container has
@@ -41,16 +42,20 @@ def plan(real, new, old):
     return [attrs for attrs in (new, old) if attrs is not None], None
 
 
-def settle(client, stack, start, test):
+def settle(client, stack, start, test, existing=None):
     """
     Finish or undo a swap of ``stack`` that a killed run left half done (``plan``), first in
     every apply. ``start``: start a container renamed back (the swap had stopped it; not when
-    removing). Returns ``(attrs of <stack> once settled, what was done)``; a test run only says
-    what it would do, with the container that would then be ``<stack>``.
+    removing); ``existing``: the names of the engine's containers when the run began
+    (``ccc_engine.names``), so a leftover that was not there is not asked for (None: ask).
+    Returns ``(attrs of <stack> once settled, what was done)``; a test run only says what it
+    would do, with the container that would then be ``<stack>``.
     """
     new_name, old_name = ccc_node_record.swap_names(stack)
     recorded = ccc_node_record.recorded_ids(client)
-    real, new, old = (ccc_engine.inspect(client, name) for name in (stack, new_name, old_name))
+    real = ccc_engine.inspect(client, stack)
+    new, old = (ccc_engine.inspect(client, name) if existing is None or name in existing else None
+                for name in (new_name, old_name))
     if real is not None and not ccc_node_record.is_managed(client, real, recorded):
         return real, {}  # not ours: the apply refuses, and leaves this stack's leftovers alone too
     new, old = (attrs if attrs is not None and ccc_node_record.is_managed(client, attrs, recorded) else None
@@ -65,6 +70,11 @@ def settle(client, stack, start, test):
         ccc_engine.stop_and_remove(client, attrs)
     if ccc_node_record.CREATING + new_name in recorded:
         ccc_node_record.change(client, drop=[ccc_node_record.CREATING + new_name])  # its create was cut short
+    if ccc_node_record.CREATING + stack in recorded:
+        # A first create cut short before its id was recorded: the container (if Docker made
+        # it) is ours by that name; record it by id, so the name alone never counts again.
+        made = [real["Id"]] if real is not None and real["Id"] not in recorded else []
+        ccc_node_record.change(client, add=made, drop=[ccc_node_record.CREATING + stack])
     if restore is not None:
         _restore(client, stack, restore, start, done)
     if done:
@@ -109,23 +119,18 @@ def run(client, spec, attrs, changes, retry_since=0, image_id=None):
         ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) == spec["labels"][ccc_rules.SPEC_HASH_LABEL]
     if same and not updated:
         return _refresh(client, spec, attrs, changes, retry_since)
-    new_name = ccc_node_record.swap_names(spec["name"])[0]  # no leftovers: ``settle`` ran first
-    created = ccc_engine.create_recorded(client, new_name, spec)
-    try:
-        for network in spec["networks"][1:]:
-            client.api.connect_container_to_network(created["Id"], network)
-    except ccc_engine.docker.errors.APIError:
-        ccc_engine.remove_recorded(client, created["Id"])
-        raise
     if attrs is None:
+        # Nothing to keep running meanwhile: made under its own name (a run killed before the
+        # start leaves it created, and the next one starts it: ``settle``, ``_refresh``).
+        created = _create_connected(client, spec["name"], spec)
         try:
-            client.api.rename(created["Id"], spec["name"])
             client.api.start(created["Id"])
         except ccc_engine.docker.errors.APIError:
             ccc_engine.remove_recorded(client, created["Id"])
             raise
         changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
         return "created and started"
+    created = _create_connected(client, ccc_node_record.swap_names(spec["name"])[0], spec)  # ``settle`` ran first
     _swap(client, spec["name"], created, attrs)
     if updated:
         changes["image_updated"] = updated
@@ -135,6 +140,19 @@ def run(client, spec, attrs, changes, retry_since=0, image_id=None):
     if updated:
         return f"recreated with the new settings; image updated: {updated['old']} -> {updated['new']}"
     return "recreated with the new settings"
+
+
+def _create_connected(client, name, spec):
+    """Create (recorded) ``name`` with ``spec`` and connect its other networks; removed again
+    when Docker refuses a network."""
+    created = ccc_engine.create_recorded(client, name, spec)
+    try:
+        for network in spec["networks"][1:]:
+            client.api.connect_container_to_network(created["Id"], network)
+    except ccc_engine.docker.errors.APIError:
+        ccc_engine.remove_recorded(client, created["Id"])
+        raise
+    return created
 
 
 def image_update(attrs, image_id):

@@ -3,15 +3,19 @@
 
 Runs on a private dockerd ("bench", fake NVIDIA hook) with the tiny test image, through
 masterless salt-call exactly as an admin would. Prints, per N: wall time of the first deploy
-(new stacks: SSH host keys generated, containers created ``ccc:node:create_parallelism`` at a
-time) and its cost per container, then the best of three no-op re-applies: wall time, Salt's own
-"Total run time" of the states, and that per container (it should stay flat as N grows).
+(N new stacks on a node in service: an apply without containers ran before, whose background
+top-up made ``ccc:cluster:host_keys:spare_sets`` spare SSH host keys, default N here; ``--cold``:
+on a fresh node; containers created ``ccc:node:create_parallelism`` at a time) and its cost per
+container, then the best of three no-op re-applies: wall time, Salt's own "Total run time" of
+the states, and that per container (it should stay flat as N grows).
 
-Last, the Docker floor: the same N containers (the specs the apply made, pins and networks
-already in place) removed and made again straight through the Docker API, create + connect +
-start, as many at a time as the apply used. No apply can beat it on that machine; the first
+Then the salt-call floor: ``salt-call --local test.true`` on the same node (start-up, grains and
+pillar; best of three), what no apply can beat. Last, the Docker floor: the same N containers
+(the specs the apply made, pins and networks already in place) removed and made again straight
+through the Docker API, create + connect + start, as many at a time as the apply used. No apply can beat it on that machine; the first
 deploy minus the floor is what ccc-salt itself costs (Salt start-up, plans, host keys, pins,
-reports). Figures swing by a third or more on a shared host: compare the columns of one run.
+reports); ratio is the first deploy over the Docker floor. Figures swing by a third or more on a
+shared host: compare the columns of one run.
 
     .venv/bin/python bench/containers_apply.py [--parallelism P] [--rsa-bits B] [N ...]
 
@@ -19,6 +23,8 @@ Smallest (the suite's smoke test): ``1`` (one container), about a minute.
 """
 
 import argparse
+import fcntl
+import functools
 import pathlib
 import re
 import subprocess
@@ -42,7 +48,7 @@ MANAGED = {"label": f"{ccc_rules.MANAGED_BY_LABEL}={ccc_rules.MANAGED_BY_VALUE}"
 IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
 
 
-def bench_pillar(count, parallelism=None, rsa_bits=None):
+def bench_pillar(count, parallelism=None, rsa_bits=None, spare_sets=None):
     users, containers = {}, []
     for index in range(count):
         email = f"bench{index:03d}@example.org"
@@ -54,9 +60,16 @@ def bench_pillar(count, parallelism=None, rsa_bits=None):
                 for slot, name in enumerate(("lab-unrestricted", "student-restricted", "claims"))}
     node = {"create_parallelism": parallelism} if parallelism else {}
     cluster = {"networks": networks}
-    if rsa_bits:
-        cluster["host_keys"] = {"rsa_bits": rsa_bits}
+    cluster["host_keys"] = {key: value for key, value in (("rsa_bits", rsa_bits), ("spare_sets", spare_sets))
+                            if value is not None}
     return {"users": users, "containers": containers, "cluster": cluster, "node": node}
+
+
+def wait_for_key_top_up(work):
+    """Until the background host key top-up a deploy started is done (it holds its lock)."""
+    for lock in pathlib.Path(work).glob("storage/**/host-keys-spare/.top-up.lock"):
+        with open(lock) as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
 
 
 def timed_apply(node):
@@ -70,6 +83,18 @@ def timed_apply(node):
     states = float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
     changed = re.search(r"Succeeded: \d+ \(changed=(\d+)\)", proc.stdout)
     return wall, states, int(changed.group(1)) if changed else 0
+
+
+def salt_call_floor(node):
+    """Seconds of the cheapest salt-call on this node (``test.true``: start-up, grains, pillar),
+    the best of three: no apply can be faster."""
+    command = SALT_CALL + ["--local", "-c", str(node.config_dir), "test.true"]
+    best = None
+    for _ in range(3):
+        start = time.monotonic()
+        subprocess.run(command, capture_output=True, check=True)
+        best = min(best or 1e9, time.monotonic() - start)
+    return best
 
 
 def docker_floor(client, parallelism):
@@ -108,6 +133,12 @@ def main():
     parser.add_argument("--parallelism", type=int, help="ccc:node:create_parallelism (default: the built-in one)")
     parser.add_argument("--rsa-bits", type=int, help="ccc:cluster:host_keys:rsa_bits (default: the built-in 3072); a small "
                         "size shows what making the SSH host keys costs a first deploy")
+    parser.add_argument("--spare-sets", type=int, help="ccc:cluster:host_keys:spare_sets (default: N, the admin sized "
+                        "the spare host keys for the burst; 0: keys made during the first deploy)")
+    parser.add_argument("--no-docker-floor", action="store_true", help="skip the Docker floor (it recreates all N "
+                        "containers: minutes at 500)")
+    parser.add_argument("--cold", action="store_true", help="first deploy on a node nothing was applied to yet "
+                        "(its networks made then, no spare host keys)")
     args = parser.parse_args()
     daemon = start_dockerd("bench", pathlib.Path("/var/tmp/ccc-bench-docker"), "10.233.8.1/24", fake_nvidia=True)
     subprocess.run(["bash", str(REPO / "tests" / "images" / "build.sh"), daemon.url], check=True, capture_output=True)
@@ -117,21 +148,31 @@ def main():
     for network in client.networks.list(filters=MANAGED):
         network.remove()  # made by an earlier run, maybe with other subnets: the apply makes them again
     print(f"{'N':>4} {'first deploy':>13} {'per container':>14} {'no-op wall':>11} {'no-op states':>13} "
-          f"{'per container':>14} {'docker floor':>13}")
+          f"{'per container':>14} {'salt-call floor':>13} {'docker floor':>13} {'ratio':>6}")
     try:
         for count in args.counts:
             remove_managed(client)
             with tempfile.TemporaryDirectory() as work:
+                pillar = functools.partial(bench_pillar, parallelism=args.parallelism, rsa_bits=args.rsa_bits,
+                                           spare_sets=count if args.spare_sets is None else args.spare_sets)
                 node = SaltNode(pathlib.Path(work) / "salt", "node1", daemon.url, pathlib.Path(work) / "storage",
-                                extra_ccc=bench_pillar(count, args.parallelism, args.rsa_bits))
+                                extra_ccc=pillar(0 if not args.cold else count))
+                if not args.cold:  # the node in service (an apply without containers), then N new stacks
+                    timed_apply(node)
+                    wait_for_key_top_up(work)
+                    node.write_pillar(pillar(count))
                 first, _, changed = timed_apply(node)
                 assert changed >= count, f"first deploy changed only {changed} states"
+                wait_for_key_top_up(work)  # the next spares are made before the no-op runs
                 noop_runs = [timed_apply(node) for _ in range(3)]
                 wall, states, changed = min(noop_runs)
                 assert changed == 0, "a no-op apply changed something"
-                floor = docker_floor(client, args.parallelism or ccc_pillar.NODE_DEFAULTS["create_parallelism"])
+                call_floor = salt_call_floor(node)
+                floor = float("nan") if args.no_docker_floor else \
+                    docker_floor(client, args.parallelism or ccc_pillar.NODE_DEFAULTS["create_parallelism"])
                 print(f"{count:>4} {first:>12.2f}s {1000 * first / count:>11.1f} ms {wall:>10.2f}s {states:>12.2f}s "
-                      f"{1000 * states / count:>11.1f} ms {floor:>12.2f}s", flush=True)
+                      f"{1000 * states / count:>11.1f} ms {call_floor:>12.2f}s {floor:>12.2f}s {first / floor:>6.2f}",
+                      flush=True)
                 unmount_below(work)
     finally:
         remove_managed(client)

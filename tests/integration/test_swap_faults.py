@@ -48,10 +48,11 @@ RECREATE_KILL_POINTS = {
     "before-removing-old": ("remove_container", 1, "before", {OLD: "exited", STACK: "running"}),
     "old-removed-not-yet-unrecorded": ("remove_container", 1, "after", {STACK: "running"}),
 }
+# A first create makes the container under its own name (nothing to keep running meanwhile).
 CREATE_KILL_POINTS = {
-    "created-not-yet-recorded": ("create_container", 1, "after", {NEW: "created"}),
-    "after-connecting-networks": ("rename", 1, "before", {NEW: "created"}),
-    "after-renaming-new-to-stack": ("start", 1, "before", {STACK: "created"}),
+    "created-not-yet-recorded": ("create_container", 1, "after", {STACK: "created"}),
+    "after-create": ("connect_container_to_network", 1, "before", {STACK: "created"}),
+    "after-connecting-networks": ("start", 1, "before", {STACK: "created"}),
 }
 
 
@@ -150,11 +151,11 @@ def assert_settled(node):
     assert again["result"] is True and again["changes"] == {}, again
 
 
-def check_kill_and_settle(node, method, nth, when, left):
+def check_kill_and_settle(node, method, nth, when, left, creating=NEW):
     assert node.apply_killed_at(method, nth, when) == -signal.SIGKILL, "the kill point was never reached"
     assert node.statuses() == left
     if method == "create_container":  # killed before the id was recorded: the name was
-        assert ccc_node_record.CREATING + NEW in node.record()
+        assert ccc_node_record.CREATING + creating in node.record()
     preview = node.apply(test=True)
     assert node.statuses() == left, "a test run changed Docker"
     result = node.apply()
@@ -193,4 +194,4 @@ def test_a_recreate_killed_at_any_step_is_finished_or_undone_by_the_next_apply(n
 @pytest.mark.parametrize("method, nth, when, left", CREATE_KILL_POINTS.values(), ids=CREATE_KILL_POINTS.keys())
 def test_a_first_create_killed_at_any_step_is_finished_by_the_next_apply(node, method, nth, when, left):
     node.client.api.remove_container(STACK, force=True)  # the home (and notes) stay
-    check_kill_and_settle(node, method, nth, when, left)
+    check_kill_and_settle(node, method, nth, when, left, creating=STACK)

@@ -17,6 +17,8 @@ import pytest
 
 import ccc_apply
 import ccc_deploy
+import ccc_hostkey_maker
+import ccc_hostkey_spares
 import ccc_hostkeys
 import ccc_images
 import ccc_keys
@@ -131,7 +133,7 @@ def test_a_run_applies_at_most_workers_at_once_and_one_failure_stays_that_contai
     def plan(inputs, stack):
         return {"stack": stack}
 
-    def apply(client, cluster, node, resolution, test=False, secrets=()):
+    def apply(client, cluster, node, resolution, test=False, **kwargs):
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
@@ -144,6 +146,9 @@ def test_a_run_applies_at_most_workers_at_once_and_one_failure_stays_that_contai
 
     monkeypatch.setattr(ccc_plan, "plan", plan)
     monkeypatch.setattr(ccc_apply, "apply", apply)
+    monkeypatch.setattr(ccc_deploy, "_existing", lambda clients: None)  # no engine to list
+    monkeypatch.setattr(ccc_hostkey_maker, "for_run", lambda cluster, stacks, test: ccc_hostkey_maker.Maker(0))
+    monkeypatch.setattr(ccc_hostkey_spares, "top_up_later", lambda cluster, stacks: False)
     inputs = ccc_plan.Inputs(ccc={}, cluster={}, node={}, facts=None, stored={}, notices={})
     stacks = [f"s{index}" for index in range(10)]
     outcomes = ccc_deploy.deploy(inputs, stacks + ["s1"], lambda: threading.current_thread().name.split("_")[0],
@@ -195,6 +200,42 @@ def test_github_keys_are_cached_and_used_when_github_cannot_be_reached(tmp_path,
 
 # ---------------------------------------------------------------------------------------------
 # Host keys: made in-process (no ssh-keygen per key), in OpenSSH's own formats
+
+
+def test_host_keys_of_new_stacks_are_made_in_worker_processes_and_written_as_before(tmp_path, monkeypatch):
+    # RSA generation holds the GIL: a deploy makes new stacks' sets in forked workers, and each
+    # set still lands in the store and the node copy, complete and private.
+    sshd, store = tmp_path / "sshd", tmp_path / "state"
+    sshd.mkdir()
+    assert ccc_hostkey_maker.missing(str(sshd), str(store), ["box", "bar"]) == ["box", "bar"]
+    made_in = []
+    with monkeypatch.context() as patch:  # pytest's own threads run; salt-call has none
+        patch.setattr(ccc_hostkey_maker.threading, "active_count", lambda: 1)
+        maker = ccc_hostkey_maker.Maker(2)
+    with maker:
+        def material(stack, rsa_bits):
+            made_in.append(os.getpid())
+            return maker(stack, rsa_bits)
+
+        assert ccc_hostkeys.ensure(str(sshd), str(store), "box", 1024, make=material) is True
+        workers = {process.pid for process in maker._pool._processes.values()}
+    assert workers and os.getpid() not in workers  # forked before any thread; the thread only waited
+    keys = sshd / "stacks" / "box" / "keys"
+    assert sorted(os.listdir(keys)) == sorted(ccc_hostkeys.key_files())
+    assert stat.S_IMODE((keys / "ssh_host_rsa_key").stat().st_mode) == 0o600
+    assert (keys / "ssh_host_ed25519_key.pub").read_text().endswith(" ccc-salt box\n")
+    assert ccc_hostkey_maker.missing(str(sshd), str(store), ["box", "bar"]) == ["bar"]
+    # with threads already running no process is forked: the set is made in the calling thread
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with ccc_hostkey_maker.Maker(1) as maker:
+            assert maker._pool is None
+            assert sorted(maker("bar", 1024)) == sorted(ccc_hostkeys.key_files())
+    finally:
+        stop.set()
+        other.join()
 
 
 @pytest.mark.skipif(not shutil.which("ssh-keygen"), reason="needs ssh-keygen to read the keys back")

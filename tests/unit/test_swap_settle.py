@@ -96,6 +96,23 @@ def test_a_container_whose_create_was_cut_short_counts_only_while_its_name_is_ma
     assert not ccc_node_record.is_managed(client, client.api.inspect_container(cut_short["Id"]) | {"Name": "/other"})
 
 
+def test_a_first_create_cut_short_is_recorded_by_id_and_its_name_no_longer_counts(tmp_path):
+    # A first create is made under STACK_NAME itself: killed before its id was recorded, the
+    # next apply keeps it (it starts it) and records it by id, dropping the name's marker.
+    client = client_with(tmp_path, [])
+    ccc_node_record.change(client, add=[ccc_node_record.CREATING + "ana-main"])
+    cut_short = container(7, "ana-main", "ana-main", state="created")
+    client.api.by_id[cut_short["Id"]] = cut_short
+    real, done = ccc_swap.settle(client, "ana-main", True, False, existing={"ana-main"})
+    assert real["Id"] == cut_short["Id"] and done == {}
+    assert ccc_node_record.recorded_ids(client) == {cut_short["Id"]}
+    assert not ccc_node_record.is_managed(client, {"Id": "other", "Names": ["/ana-main"], "Labels": dict(MANAGED)})
+    # without a container (killed before Docker made it) only the marker goes
+    ccc_node_record.change(client, add=[ccc_node_record.CREATING + "bor-main"])
+    assert ccc_swap.settle(client, "bor-main", True, False, existing=set()) == (None, {})
+    assert ccc_node_record.recorded_ids(client) == {cut_short["Id"]}
+
+
 def attrs(name, running=False, started=NEVER):
     return {"Id": name, "Name": f"/{name}", "State": {"Running": running, "StartedAt": started}}
 
