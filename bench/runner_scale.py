@@ -323,7 +323,7 @@ def pillar_watch(modules, minions, stacks):
 
 
 def record_size(modules, stacks, edits):
-    runner = modules[0]
+    runner, _, index = modules
     import salt.client
 
     print(f"\n3. the redeploy record over {edits} edits of random stacks ({RECORD_MINIONS} minions, {stacks} stacks, "
@@ -331,6 +331,8 @@ def record_size(modules, stacks, edits):
     print(f"{'edits':>7} {'record bytes':>12} {'stacks':>7} {'users':>6} {'versions':>9} {'median edit ms':>15}")
     with tempfile.TemporaryDirectory() as tmp:
         opts = _cached_master(pathlib.Path(tmp), RECORD_MINIONS, stacks)
+        if index:
+            _build_index(opts, index, RECORD_MINIONS)
         runner.__opts__ = opts
         client = _FakeClient()
         salt.client.get_local_client = lambda *_args, **_kwargs: client
