@@ -38,18 +38,18 @@ def target(cluster):
     """``ccc:cluster:host_keys:spare_sets`` (``ccc_pillar.cluster_settings``; a whole number, 0
     or anything else switches spares off)."""
     value = (cluster.get("host_keys") or {}).get("spare_sets", 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if ccc_rules.is_whole(value, 1) else 0
 
 
 def _spares(root, rsa_bits):
-    """Names of the complete spare sets of ``rsa_bits`` in the store ``root``."""
+    """Names of the spare sets of ``rsa_bits`` in the store ``root`` (one directory read: a set
+    gets its name only once complete, ``_make_spare``)."""
     try:
         names = os.listdir(spare_dir(root))
     except OSError:
         return []
     prefix = f"{int(rsa_bits)}-"
-    return [name for name in names
-            if name.startswith(prefix) and ccc_hostkeys.complete_set(os.path.join(spare_dir(root), name))]
+    return [name for name in names if name.startswith(prefix)]
 
 
 def count(root, rsa_bits):
@@ -67,7 +67,7 @@ def take(root, stack, rsa_bits):
         except OSError:
             continue  # another deploy took it first
         try:
-            data = ccc_hostkeys.read_set(claimed)
+            data = ccc_hostkeys.read_set(claimed)  # raises for an incomplete one (never made so)
         except OSError:
             continue
         finally:
@@ -106,6 +106,7 @@ def _locked(root):
     raises when the storage is away."""
     ccc_hostkeys.keys_dir(root)
     os.makedirs(spare_dir(root), mode=0o700, exist_ok=True)
+    os.chmod(spare_dir(root), 0o700)
     fd = os.open(os.path.join(spare_dir(root), LOCK_FILE), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
