@@ -10,6 +10,8 @@ edits, the longest unavailability of each stack, the time to quiet per step kind
 an invariant was violated. The suite's short version is tests/cluster/test_soak.py.
 
     .venv/bin/python bench/soak.py --minutes 30 [--seed N] [--kinds edit,dockerd_kill,...]
+
+Smallest (the suite's smoke test of this command): ``--minutes 0.2 --seed 1 --kinds edit``.
 """
 
 import argparse
