@@ -182,9 +182,12 @@ class Chooser:
         if kind == "dockerd_kill":  # half the time in the middle of a recreate on that node
             node = self.pick(list(NODES))
             on_node = sorted(n for n, s in model.stacks.items() if node in s.placement and not s.added)
-            recreate = on_node and rng.random() < 0.5
+            recreate = None
+            if on_node and rng.random() < 0.5:
+                name = self.pick(on_node)
+                recreate = (name, self.size_other_than(model.stacks[name].settings.get("SHM_SIZE")))
             return kind, {"node": node, "with_shims": rng.random() < 0.5, "down_s": rng.randint(1, 20),
-                          "recreate": (self.pick(on_node), self.size_other_than(None)) if recreate else None,
+                          "recreate": recreate,
                           "delay_s": round(rng.uniform(0, 1.5), 2), "edits": self.edits_during(model)}
         if kind == "minion_kill":
             name = self.user_stack(model)

@@ -111,3 +111,15 @@ def test_a_users_file_changed_or_lost_is_found(tmp_path):
     assert files.problems()[0][2] == "changed by the system"
     path.unlink()
     assert files.problems()[0][2].startswith("lost")
+
+
+def test_a_seed_names_the_same_mix_of_steps():
+    from support.soak_model import FAULTS, Chooser, Model
+
+    def steps(seed):
+        model, chooser = Model(), Chooser(seed)
+        return [chooser.next(model) for _ in range(200)]
+
+    assert steps(116) == steps(116)
+    assert steps(116) != steps(117)
+    assert set(FAULTS) <= {kind for kind, _ in steps(116)}  # a long run meets every fault
