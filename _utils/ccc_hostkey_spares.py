@@ -7,7 +7,8 @@ a first deploy, on a node whose CPUs Docker needs to start the containers. So af
 
 * the shared set of every stack in pillar that has none yet (the key store is the cluster's: a
   stack added for any node gets its keys at the first apply anywhere, before its own node runs it);
-* spare sets, up to ``ccc:cluster:host_keys:spare_sets``, in ``<store>/host-keys-spare/``
+* spare sets, up to ``ccc:cluster:host_keys:spare_sets`` (0, the default, switches all of this
+  off), in ``<store>/host-keys-spare/``
   (root-only, on the key store beside the sets, covered in containers like them): the first
   deploy of a stack no apply has seen yet ``take``s one instead of generating.
 
@@ -144,8 +145,9 @@ def top_up_later(cluster, stacks):
     """
     Start ``top_up`` for the key store of ``cluster`` in a detached process at the lowest CPU
     priority, and return at once (True when started; it holds the store's top-up lock from
-    then until it is done). Nothing is started while other threads run (a fork could copy a
-    lock one holds), nor when there is nothing to make.
+    then until it is done). Nothing is started with ``spare_sets`` 0 (the default: the key store
+    then changes only during an apply), while other threads run (a fork could copy a lock one
+    holds), nor when there is nothing to make.
     """
     try:
         root = ccc_hostkeys.store_root(cluster)
@@ -153,9 +155,11 @@ def top_up_later(cluster, stacks):
         return False
     rsa_bits = int((cluster.get("host_keys") or {}).get("rsa_bits", 3072))
     spares = target(cluster)
+    if not spares or threading.active_count() > 1:
+        return False  # switched off (the default): nothing is made behind the apply's back
     shared = ccc_hostkeys.shared_names(root)  # one directory read, not a stat per stack (NFS)
     stacks = [stack for stack in stacks if stack not in shared]
-    if (not stacks and count(root, rsa_bits) >= spares) or threading.active_count() > 1:
+    if not stacks and count(root, rsa_bits) >= spares:
         return False
     if not os.path.isdir(os.path.dirname(root.rstrip("/"))):
         return False  # the storage is away

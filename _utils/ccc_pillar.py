@@ -43,7 +43,7 @@ CLUSTER_DEFAULTS = {
     "orphans": {"max_share": 0.5},
     "moves": {"max_window": 300},
     "sshd_keys_read_only": True,
-    "host_keys": {"rsa_bits": 3072, "spare_sets": 8},
+    "host_keys": {"rsa_bits": 3072, "spare_sets": 0},
     "hardening": {"no_new_privileges": True, "cap_drop": ["MKNOD", "NET_RAW", "SETFCAP"], "pids_limit": 16384},
     "github_keys_url": "https://github.com/{login}.keys",
     "state_dir": None,

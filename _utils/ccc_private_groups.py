@@ -22,14 +22,12 @@ import ccc_safefs
 
 def private_pin(attrs):
     """The ``private`` pin of a container (the source of its ``/storage/private``), or None;
-    ``attrs``: inspect data, or a list summary (its ``Mounts`` say ``Destination``)."""
-    if "HostConfig" not in attrs and "Mounts" in attrs:
-        for mount in attrs["Mounts"] or []:
-            if mount.get("Type") == "bind" and mount.get("Destination") == "/storage/private":
-                return mount.get("Source")
-        return None
+    ``attrs``: inspect data (its configured mounts) or a list summary (its mount points)."""
     for mount in (attrs.get("HostConfig") or {}).get("Mounts") or []:
         if mount.get("Target") == "/storage/private":
+            return mount.get("Source")
+    for mount in attrs.get("Mounts") or []:
+        if mount.get("Type") == "bind" and mount.get("Destination") == "/storage/private":
             return mount.get("Source")
     return None
 
