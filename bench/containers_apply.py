@@ -23,6 +23,7 @@ Smallest (the suite's smoke test): ``1`` (one container), about a minute.
 """
 
 import argparse
+import contextlib
 import fcntl
 import functools
 import pathlib
@@ -55,8 +56,9 @@ def bench_pillar(count, parallelism=None, rsa_bits=None, spare_sets=None):
         users[email] = {"USER_FULLNAME": f"Bench User {index}", "USER_NAME": f"bench{index:03d}", "USER_TYPE": "researcher"}
         containers.append({"STACK_NAME": f"bench-{index:03d}", "USER_EMAIL": email, "CONTAINER_IMAGE": IMAGE,
                            "FRP_PORTS": {"TCP": [22], "HTTP": [{"port": 8080, "subdomain": f"bench-{index:03d}", "pass": "x"}]}})
-    # /24s: every container joins its access network and claims (200 need more than a /26).
-    networks = {name: {"subnet": f"10.233.{10 + slot}.0/24", "gateway": f"10.233.{10 + slot}.1", "bridge_name": f"cccb-{slot}"}
+    # /20s: every container joins its access network and claims (a /24 holds 253 of them).
+    networks = {name: {"subnet": f"10.233.{16 * (slot + 1)}.0/20", "gateway": f"10.233.{16 * (slot + 1)}.1",
+                       "bridge_name": f"cccb-{slot}"}
                 for slot, name in enumerate(("lab-unrestricted", "student-restricted", "claims"))}
     node = {"create_parallelism": parallelism} if parallelism else {}
     cluster = {"networks": networks}
@@ -152,7 +154,8 @@ def main():
     try:
         for count in args.counts:
             remove_managed(client)
-            with tempfile.TemporaryDirectory() as work:
+            with tempfile.TemporaryDirectory() as work, contextlib.ExitStack() as cleanup:
+                cleanup.callback(unmount_below, work)  # also when an apply fails: the folders can go
                 pillar = functools.partial(bench_pillar, parallelism=args.parallelism, rsa_bits=args.rsa_bits,
                                            spare_sets=count if args.spare_sets is None else args.spare_sets)
                 node = SaltNode(pathlib.Path(work) / "salt", "node1", daemon.url, pathlib.Path(work) / "storage",
@@ -173,7 +176,6 @@ def main():
                 print(f"{count:>4} {first:>12.2f}s {1000 * first / count:>11.1f} ms {wall:>10.2f}s {states:>12.2f}s "
                       f"{1000 * states / count:>11.1f} ms {call_floor:>12.2f}s {floor:>12.2f}s {first / floor:>6.2f}",
                       flush=True)
-                unmount_below(work)
     finally:
         remove_managed(client)
         daemon.stop()

@@ -283,3 +283,16 @@ def _enosys(*args):
     """A kernel older than the mount API answers every one of its calls with ENOSYS."""
     ctypes.set_errno(errno.ENOSYS)
     return -1
+
+
+def test_the_private_pin_is_read_from_inspect_data_and_from_a_list_summary():
+    # The private-mount pass reads it from the list summary (no inspect per container); a
+    # summary carries a HostConfig of its own (the network mode), without mounts.
+    pin = "/run/ccc-salt/binds/ana-main/0123456789ab/private"
+    inspect = {"HostConfig": {"Mounts": [{"Type": "bind", "Source": "/x/home", "Target": "/home/ana"},
+                                         {"Type": "bind", "Source": pin, "Target": "/storage/private"}]}}
+    summary = {"HostConfig": {"NetworkMode": "lab-unrestricted"},
+               "Mounts": [{"Type": "bind", "Source": pin + "/../group-lab", "Destination": "/storage/private/lab"},
+                          {"Type": "bind", "Source": pin, "Destination": "/storage/private"}]}
+    assert ccc_private_groups.private_pin(inspect) == ccc_private_groups.private_pin(summary) == pin
+    assert ccc_private_groups.private_pin({"HostConfig": {"NetworkMode": "x"}, "Mounts": []}) is None
