@@ -21,7 +21,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "_utils"), str(REPO / "_modules")]
 sys.path.append(str(REPO / "_beacons"))  # the beacon's own helpers (_ccc_beacon_config)
-import ccc_containers  # noqa: E402  (the beacon reads the node's docker_url through it)
+import ccc_containers  # noqa: E402  (the beacon reads the node's docker_url and crash rules through it)
 
 
 def load_beacon():
@@ -49,7 +49,8 @@ def main():
     beacon.__opts__ = {"id": "bench"}
     beacon.__pillar__ = {"ccc": {"node": {"docker_url": args.docker_url}}}
     ccc_containers.__pillar__, ccc_containers.__grains__ = beacon.__pillar__, {"id": "bench"}
-    beacon.__salt__ = {"ccc_containers.settings": ccc_containers.settings}
+    beacon.__salt__ = {"ccc_containers.settings": ccc_containers.settings,
+                       "ccc_containers.crash_rules": ccc_containers.crash_rules}
     config = [{"from_pillar": "ccc"}, {"interval": 1}, {"disable_during_state_run": False}, {"_beacon_name": "ccc_docker"}]
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
