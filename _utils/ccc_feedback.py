@@ -33,7 +33,8 @@ def _described(report):
     lines = head[:len(head) - len(ccc_report.problem_part(head))].splitlines()
     node = next((line for line in lines if line.startswith("node: ")), "")
     result = next((line for line in lines if line.startswith("result: ")), "")
-    return node, [line for line in lines if not line.startswith("result: ")], result
+    # Whether the settings file existed says nothing about what runs (the first run writes it).
+    return node, [line for line in lines if not line.startswith(("result: ", "settings: "))], result
 
 
 def _stale(existing, body):
