@@ -31,6 +31,7 @@ import time
 
 import ccc_pillar
 import ccc_rules
+import ccc_safefs
 
 VERSION = 1
 FOLDERS = ("minions", "targets", "stacks")
@@ -213,11 +214,8 @@ def _read(path):
 
 
 def _write_json(root, relative, data):
-    path = os.path.join(root, relative)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, sort_keys=True)
-    os.replace(temporary, path)
+    ccc_safefs.replace_file(os.path.join(root, relative), json.dumps(data, sort_keys=True).encode("utf-8"), 0o644,
+                            root=root)
 
 
 @contextlib.contextmanager
