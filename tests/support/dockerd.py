@@ -118,9 +118,14 @@ class Dockerd:
         return docker.DockerClient(base_url=self.url, timeout=timeout)
 
     def pid(self) -> Optional[int]:
-        """PID of the running dockerd, or None if it is not running."""
-        if self._proc is not None:
-            return self._proc.pid if self._proc.poll() is None else None
+        """PID of the node's running dockerd, or None if none runs.
+
+        A handle whose own process has died (a test killed it and another handle started the
+        node's daemon again) answers for the daemon running now: its pidfile names it. Else
+        ``stop()`` on the old handle would skip the kill yet delete the running daemon's
+        bridges, leaving a daemon whose containers cannot start."""
+        if self._proc is not None and self._proc.poll() is None:
+            return self._proc.pid
         pid = _read_pid(self.pidfile)
         return pid if pid is not None and _alive(pid) else None
 
@@ -162,7 +167,7 @@ class Dockerd:
                 _run(["ip", "link", "del", bridge])
 
     def _wait_exit(self, pid: int, timeout: float) -> bool:
-        if self._proc is not None:
+        if self._proc is not None and self._proc.pid == pid:
             try:
                 self._proc.wait(timeout)
                 return True

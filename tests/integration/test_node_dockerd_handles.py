@@ -1,0 +1,43 @@
+"""The test harness's node daemons (tests/support/dockerd.py) survive a test that kills one.
+
+A handle whose own dockerd was killed and started again through another handle (the engine
+restart and hostile-path tests do this) must stop the daemon that runs now when asked to stop,
+never delete that daemon's bridges under it: a node1 left running without its bridges failed
+every later test of the node1 group in CI (containers could not start: "could not find bridge")."""
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from support.dockerd import _network_bridges, _read_pid
+from support.nodes import node_dockerd
+
+pytestmark = pytest.mark.docker
+
+
+def links():
+    return subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout
+
+
+def test_an_old_handle_stops_the_running_daemon_and_the_next_one_has_its_bridges(node1_dockerd):
+    node1_dockerd.stop()
+    first = node_dockerd("node1")  # started by this handle: it holds the daemon's process
+    assert not first.reused
+    bridges = _network_bridges(first.url)
+    assert first.bridge in links()
+
+    # Someone kills the node's daemon the hard way and another handle starts it again.
+    os.kill(_read_pid(first.pidfile), signal.SIGKILL)
+    second = node_dockerd("node1")
+    running = _read_pid(second.pidfile)
+    assert first.pid() == running  # the old handle answers for the daemon running now
+
+    first.stop()
+    assert second.pid() is None  # stopped, not left running without its bridges
+
+    third = node_dockerd("node1")
+    assert third.client().ping()
+    for bridge in [third.bridge] + bridges:
+        assert f" {bridge}:" in links(), bridge
