@@ -91,10 +91,8 @@ def _container_state(node, name, role):
     """One container's state from its inspect data through the node's Docker engine."""
     if ccc_engine.docker is None:
         return "cannot tell: the docker Python SDK is missing on this node"
-    if "ccc_cluster.docker" not in __context__:
-        __context__["ccc_cluster.docker"] = ccc_engine.client(node)
     try:
-        attrs = ccc_engine.inspect(__context__["ccc_cluster.docker"], name)
+        attrs = ccc_engine.inspect(ccc_engine.context_clients(__context__, node)(), name)
     except Exception as exc:  # noqa: BLE001 - an engine that does not answer is the state
         problem = ccc_engine.engine_problem(exc, node["docker_url"])
         if problem is None:

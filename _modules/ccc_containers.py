@@ -81,11 +81,8 @@ def resolve(name, raw=False):
         salt-call ccc_containers.resolve box1 raw=True
     """
     ccc = _pillar_ccc()
-    clients = ccc_engine.Clients(ccc_pillar.node_settings(ccc, __grains__["id"]))
-    try:
-        shown = ccc_plan.display(ccc, __grains__["id"], name, clients)
-    finally:
-        clients.close()
+    clients = ccc_engine.context_clients(__context__, ccc_pillar.node_settings(ccc, __grains__["id"]))
+    shown = ccc_plan.display(ccc, __grains__["id"], name, clients)
     return shown if raw else ccc_report.plan_text(shown)
 
 

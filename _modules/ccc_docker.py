@@ -55,10 +55,7 @@ def _node(ccc):
 
 def _clients(node):
     """This run's Docker clients for the node (one per thread), kept for the run."""
-    key = f"ccc_docker.clients:{node['docker_url']}:{node['state_dir']}"
-    if key not in __context__:
-        __context__[key] = ccc_engine.Clients(node)
-    return __context__[key]
+    return ccc_engine.context_clients(__context__, node)
 
 
 def _split(names):
@@ -129,14 +126,11 @@ def deploy_many(names=None, test=False):
 def _prune_overlays(ccc, node, test):
     """The swarm leader (callers check): overlays of stacks gone from pillar (or DISABLED) go once
     unused. Logged: the swarm role's state reports the same pruning to the admin."""
-    client = ccc_engine.client(node)
     try:
-        pruned = ccc_swarm_engine.prune(client, ccc_swarm.wanted_stacks(ccc, ccc.get("swarm") or {}), test)
+        pruned = ccc_swarm_engine.prune(_clients(node)(), ccc_swarm.wanted_stacks(ccc, ccc.get("swarm") or {}), test)
     except Exception as exc:  # noqa: BLE001 - the next run (or the swarm role) prunes again
         log.warning("could not prune the stacks' swarm overlays: %s", exc)
         return
-    finally:
-        client.close()
     if pruned["removed"] or pruned["in use"]:
         log.info("swarm overlays %s: %s; still in use: %s", "that would be removed" if test else "removed",
                  pruned["removed"], pruned["in use"])

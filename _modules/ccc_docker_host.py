@@ -32,12 +32,8 @@ def _node():
 
 
 def _client():
-    """A Docker client for this node's engine (``ccc:node:docker_url``), kept for the run."""
-    node = _node()
-    key = f"ccc_docker_host.client:{node['docker_url']}"
-    if key not in __context__:
-        __context__[key] = ccc_engine.client(node)
-    return __context__[key]
+    """The calling thread's Docker client for this node's engine, kept for the run."""
+    return ccc_engine.context_clients(__context__, _node())()
 
 
 def networks():

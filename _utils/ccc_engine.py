@@ -71,6 +71,21 @@ class Clients:
         self._local = threading.local()
 
 
+CONTEXT_KEY = "ccc_engine.clients"
+
+
+def context_clients(context, node):
+    """
+    The run's ``Clients`` for ``node``, kept in Salt's ``__context__`` under one key for every
+    module of the run (per engine URL and state dir), so one process holds one set of clients.
+    """
+    kept = context.setdefault(CONTEXT_KEY, {})
+    key = (node["docker_url"], node["state_dir"])
+    if key not in kept:
+        kept[key] = Clients(node)
+    return kept[key]
+
+
 def inspect(client, name):
     """Inspect data of a container by name or id, ``None`` when there is none."""
     try:
