@@ -2,19 +2,21 @@
 Execution module ``ccc_docker``: this node's ccc-salt containers, from the command line and for
 the ``ccc_container`` states. The work is done by plain modules in ``_utils/`` (``ccc_plan``
 reads and resolves, ``ccc_deploy``/``ccc_apply`` act, ``ccc_engine`` talks to Docker); this
-module reads pillar and grains, and turns a Docker engine that does not answer into a
-``CommandExecutionError``.
+module reads pillar and grains, acts on what an apply asks of the master, and turns a Docker
+engine that does not answer into a ``CommandExecutionError``. Every function returns data, what
+was found and what was (or with ``test=True`` would be) done, or raises
+``CommandExecutionError``; the ``ccc_container`` states word the data as results and comments:
 
-Return shapes, one per kind of function:
-
-* apply functions (``deploy``, ``deploy_many``, ``remove``) return a container's outcome,
-  ``{"result": True|False|None, "changes": {...}, "comment": "..."}`` (``deploy_many``: one per
-  STACK_NAME); a container that cannot be applied is a ``False`` outcome, never an exception;
-* query functions (``plan``, ``managed``) return data;
+* ``deploy``/``deploy_many`` return each container's facts (``ccc_apply.Applied`` as a dict:
+  ``action``, ``reason``, ``done``, ``changes``, ``notes``, ``problem``, ...; ``deploy_many``: one
+  per STACK_NAME); a container that cannot be applied has a ``problem``, never an exception;
+* ``remove`` returns the containers it removed (or would);
+* query functions (``plan``, ``managed``, ``overview``) return data;
 * node functions (``remove_orphans``, ``private_mounts``) return what
   changed (or would), and raise ``CommandExecutionError`` when they cannot act at all.
 """
 
+import dataclasses
 import datetime
 import logging
 
@@ -84,7 +86,10 @@ def deploy_many(names=None, test=False):
     Deploy (or remove, where they do not belong) several containers on this node, planned once
     and applied ``ccc:node:create_parallelism`` at a time; ``names``: STACK_NAMEs (a list or
     comma-separated), default every container of the pillar selection (``containers``/``users``
-    filters). Returns ``{STACK_NAME: outcome}``.
+    filters). Returns ``{STACK_NAME: facts}`` (``ccc_apply.Applied`` as a dict). Asks the
+    master for what the facts request: a redeploy where another node keeps an old copy
+    (``announce``), the stack's overlay (``overlay_needed``), a recheck at the end of a move
+    window (``recheck_move``, dropped on ``move_done``).
 
     CLI Example:
 
@@ -105,22 +110,21 @@ def deploy_many(names=None, test=False):
     inputs = ccc_plan.read_inputs(ccc, __grains__["id"], clients, pull=not test,
                                   notices=ccc_pillar.plain(__pillar__.get("ccc_notice")))
     try:
-        outcomes = ccc_deploy.deploy(inputs, stacks, clients, test=test, workers=workers)
+        applied = ccc_deploy.deploy(inputs, stacks, clients, test=test, workers=workers)
     finally:
         clients.close()  # the pool's threads are gone: their clients too
-    for stack, outcome in outcomes.items():
-        if outcome.pop("announce", None):
+    for stack, facts in applied.items():
+        if facts.announce:
             _announce(stack)
-        if outcome.pop("overlay_needed", None):
+        if facts.overlay_needed:
             _send(ccc_swarm.EVENT_OVERLAY_NEEDED, stack)
-        recheck = outcome.pop("recheck_move", None)
-        if recheck is not None:
-            _recheck_move(stack, recheck)
-        if outcome.pop("move_done", None):
+        if facts.recheck_move is not None:
+            _recheck_move(stack, facts.recheck_move)
+        if facts.move_done:
             _recheck_move(stack, None)
     if (inputs.swarm or {}).get("creator") and inputs.swarm.get("active"):
         _prune_overlays(ccc, node, test)
-    return outcomes
+    return {stack: dataclasses.asdict(facts) for stack, facts in applied.items()}
 
 
 def _prune_overlays(ccc, node, test):
@@ -183,7 +187,7 @@ def _recheck_move(stack, seconds):
 def deploy(name, test=False):
     """
     Deploy (or remove, when it does not belong here) one container on this node; returns its
-    outcome.
+    facts (``deploy_many``).
 
     CLI Example:
 
@@ -232,7 +236,9 @@ def overview():
 def remove(name, test=False):
     """
     Remove the ccc-salt container ``name`` from this node (never its data), and the leftovers
-    of an interrupted recreate of it; returns the outcome.
+    of an interrupted recreate of it. Returns ``{"removed": [container names]}`` (would be, with
+    ``test=True``; empty when none is here); refuses, raising ``CommandExecutionError``, when a
+    container of that name is not one ccc-salt manages.
 
     CLI Example:
 
@@ -245,18 +251,14 @@ def remove(name, test=False):
     with ccc_engine.answering(node["docker_url"], CommandExecutionError):
         attrs = ccc_engine.inspect(client, name)
         if attrs is not None and not ccc_node_record.is_managed(client, attrs):
-            return {"result": False, "changes": {},
-                    "comment": f"a container named {name!r} exists but is not managed by ccc-salt; not touching it"}
+            raise CommandExecutionError(
+                f"a container named {name!r} exists but is not managed by ccc-salt; not touching it")
         found = [each for each in (attrs, *(ccc_engine.inspect(client, other) for other in ccc_node_record.swap_names(name)))
                  if each is not None and ccc_node_record.is_managed(client, each)]
-        if not found:
-            return {"result": True, "changes": {}, "comment": f"{name} is not on this node"}
         if not test:
             for each in found:
                 ccc_engine.stop_and_remove(client, each)
-    removed = ", ".join(ccc_node_record.name(each) for each in found)
-    return {"result": None if test else True, "changes": {"removed": removed},
-            "comment": f"{removed} {'would be' if test else 'was'} removed"}
+    return {"removed": [ccc_node_record.name(each) for each in found]}
 
 
 def remove_orphans(test=False):

@@ -1,6 +1,8 @@
 """
-States for ccc-salt compute containers, over the ``ccc_docker`` execution module: they compare,
-own test mode and build ``changes``/``comment``; the module does the work and returns data.
+States for ccc-salt compute containers, over the ``ccc_docker`` execution module: the module
+does the work and returns facts (what it found, what it did or with ``test=True`` would do, what
+failed and why); these states are the one place that words them as ``result``, ``changes`` and
+``comment``, and they own test mode (``None`` where changes would be made).
 
 .. code-block:: yaml
 
@@ -26,6 +28,8 @@ without a ``deployed`` one before it applies its container itself.
 
 from salt.exceptions import CommandExecutionError
 
+import _ccc_state_ret as ccc_state_ret
+
 __virtualname__ = "ccc_container"
 
 OUTCOMES_KEY = "ccc_container.outcomes"
@@ -45,7 +49,41 @@ def _test():
 def _failed(name, exc):
     """A state that cannot act: one line saying why (no traceback)."""
     lines = str(exc).strip().splitlines()
-    return {"name": name, "result": False, "changes": {}, "comment": lines[0] if lines else type(exc).__name__}
+    return ccc_state_ret.result(name, False, {}, lines[0] if lines else type(exc).__name__)
+
+
+def _join(comment, notes):
+    return "; ".join([comment, *notes])
+
+
+def _said(facts, test):
+    """What one container's apply did, or would do, in the words of the comment."""
+    stack, reason, changes = facts["stack"], facts["reason"], facts["changes"]
+    if facts["action"] == "failed":
+        return facts["problem"]
+    if facts["action"] == "keep":
+        return f"{stack}: {'would be' if test else 'is'} {facts['done']}"
+    if facts["action"] == "remove":
+        if not changes:
+            return f"{stack}: not on this node ({reason})"
+        return f"{stack}: {'would be' if test else 'was'} {' and '.join(changes)} ({reason})"
+    if test:
+        return f"{stack}: would be {', '.join(changes) or 'left as it is'} ({reason})"
+    return f"{stack}: {facts['done']} ({reason})"
+
+
+def _reported(name, facts, test):
+    """
+    The state return of one container's facts (``ccc_docker.deploy``): failed when they name a
+    problem, else ``None`` in test mode when anything would change; an interrupted recreate
+    settled first is one of the changes.
+    """
+    changes, comment = dict(facts["changes"]), _join(_said(facts, test), facts["notes"])
+    if facts["settled"]:
+        changes["swap_settled"] = facts["settled"]
+        comment += f"; {'would settle' if test else 'settled'} an interrupted recreate: {facts['settled']}"
+    outcome = False if facts["problem"] else (None if test and changes else True)
+    return ccc_state_ret.result(name, outcome, changes, comment)
 
 
 def deployed(name, stacks=()):
@@ -59,10 +97,9 @@ def deployed(name, stacks=()):
     except CommandExecutionError as exc:
         return _failed(name, exc)
     __context__[DEPLOYED_KEY] = outcomes
-    failed = sum(1 for outcome in outcomes.values() if outcome["result"] is False)
-    return {"name": name, "result": True, "changes": {},
-            "comment": f"{len(outcomes)} container(s) {'checked' if _test() else 'applied'}, {failed} failed; "
-                       "each reports in its own state"}
+    failed = sum(1 for facts in outcomes.values() if facts["problem"])
+    return ccc_state_ret.result(name, True, {}, f"{len(outcomes)} container(s) {'checked' if _test() else 'applied'}, "
+                                                f"{failed} failed; each reports in its own state")
 
 
 def running(name):
@@ -73,25 +110,32 @@ def running(name):
     the spec changed); on other nodes, or when DISABLED, it is removed from this node. Errors
     leave the container as it was and fail this state only.
     """
-    outcome = (__context__.get(DEPLOYED_KEY) or {}).pop(name, None)
-    if outcome is None:
+    facts = (__context__.get(DEPLOYED_KEY) or {}).pop(name, None)
+    ret = None
+    if facts is None:
         try:
-            outcome = __salt__["ccc_docker.deploy"](name, test=_test())
+            facts = __salt__["ccc_docker.deploy"](name, test=_test())
         except Exception as exc:  # noqa: BLE001 - counted in the summary, never lost in a traceback
-            outcome = {"result": False, "changes": {}, "comment": f"{name}: {type(exc).__name__}: {exc}"}
-    __context__.setdefault(OUTCOMES_KEY, {})[name] = outcome["result"]
-    return {"name": name, **outcome}
+            ret = ccc_state_ret.result(name, False, {}, f"{name}: {type(exc).__name__}: {exc}")
+    ret = ret or _reported(name, facts, _test())
+    __context__.setdefault(OUTCOMES_KEY, {})[name] = ret["result"]
+    return ret
 
 
 def absent(name):
     """
     Remove the ccc-salt container ``name`` from this node; user data is never touched.
     """
+    test = _test()
     try:
-        outcome = __salt__["ccc_docker.remove"](name, test=_test())
+        removed = __salt__["ccc_docker.remove"](name, test=test)["removed"]
     except CommandExecutionError as exc:
         return _failed(name, exc)
-    return {"name": name, **outcome}
+    if not removed:
+        return ccc_state_ret.result(name, True, {}, f"{name} is not on this node")
+    removed = ", ".join(removed)
+    return ccc_state_ret.result(name, None if test else True, {"removed": removed},
+                                f"{removed} {'would be' if test else 'was'} removed")
 
 
 def orphans_absent(name, enabled=True):
@@ -103,7 +147,7 @@ def orphans_absent(name, enabled=True):
     without ``pillar='{"ccc_force_orphans": true}'``.
     """
     if not enabled:
-        return {"name": name, "result": True, "changes": {}, "comment": "orphan removal is switched off"}
+        return ccc_state_ret.result(name, True, {}, "orphan removal is switched off")
     test = _test()
     try:
         outcome = __salt__["ccc_docker.remove_orphans"](test=test)
@@ -111,17 +155,12 @@ def orphans_absent(name, enabled=True):
         return _failed(name, exc)
     orphans = outcome["orphans"]
     if outcome["refused"]:
-        return {"name": name, "result": False, "changes": {},
-                "comment": f"refusing to remove {len(orphans)} orphaned container(s) ({', '.join(orphans)}): "
-                           f"{outcome['refused']}"}
+        return ccc_state_ret.result(name, False, {}, f"refusing to remove {len(orphans)} orphaned container(s) "
+                                                     f"({', '.join(orphans)}): {outcome['refused']}")
     if not orphans:
-        return {"name": name, "result": True, "changes": {}, "comment": "no orphaned containers"}
-    return {
-        "name": name,
-        "result": None if test else True,
-        "changes": {"removed": orphans},
-        "comment": f"{'would remove' if test else 'removed'} {len(orphans)} orphaned container(s)",
-    }
+        return ccc_state_ret.result(name, True, {}, "no orphaned containers")
+    return ccc_state_ret.result(name, None if test else True, {"removed": orphans},
+                                f"{'would remove' if test else 'removed'} {len(orphans)} orphaned container(s)")
 
 
 def private_mounts_managed(name):
@@ -140,11 +179,9 @@ def private_mounts_managed(name):
     if refused:
         # A user put a link (or a file) where a group's mount point belongs: that group is not
         # mounted for them; everything else is.
-        return {"name": name, "result": False, "changes": changes,
-                "comment": comment + "; refused (not a real folder): " + "; ".join(refused)}
-    if not changes:
-        return {"name": name, "result": True, "changes": {}, "comment": comment}
-    return {"name": name, "result": None if test else True, "changes": changes, "comment": comment}
+        return ccc_state_ret.result(name, False, changes,
+                                    comment + "; refused (not a real folder): " + "; ".join(refused))
+    return ccc_state_ret.result(name, None if test and changes else True, changes, comment)
 
 
 def summary(name, selected=None, errors=None):
@@ -159,4 +196,4 @@ def summary(name, selected=None, errors=None):
     if failed:
         lines.append("failed: " + ", ".join(failed))
     lines.extend(problems)
-    return {"name": name, "result": not failed and not problems, "changes": {}, "comment": "\n".join(lines)}
+    return ccc_state_ret.result(name, not failed and not problems, {}, "\n".join(lines))

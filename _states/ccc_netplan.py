@@ -22,7 +22,7 @@ from salt.exceptions import CommandExecutionError
 
 import ccc_netplan
 import ccc_safefs
-import ccc_state_ret
+import _ccc_state_ret as ccc_state_ret
 
 __virtualname__ = "ccc_netplan"
 

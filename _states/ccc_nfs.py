@@ -8,7 +8,7 @@ as a local folder (``ccc_nfs.mount`` makes only the empty mount point).
 """
 
 import ccc_nfs
-import ccc_state_ret
+import _ccc_state_ret as ccc_state_ret
 from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_nfs"

@@ -16,7 +16,7 @@ mid-join, fails with the reason and is left as it is.
 from salt.exceptions import CommandExecutionError
 
 import ccc_agent_waiters
-import ccc_state_ret
+import _ccc_state_ret as ccc_state_ret
 
 __virtualname__ = "ccc_swarm"
 

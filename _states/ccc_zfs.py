@@ -10,7 +10,7 @@ pool. Nothing here destroys, forces or re-labels (``ccc_zfs.change`` refuses tho
 import os
 
 import ccc_safefs
-import ccc_state_ret
+import _ccc_state_ret as ccc_state_ret
 import ccc_zfs
 from salt.exceptions import CommandExecutionError
 

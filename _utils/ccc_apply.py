@@ -2,9 +2,10 @@
 One resolution applied on this node: the one place that acts on a container and writes what
 the user is told.
 
-``apply`` takes a resolution from ``ccc_plan`` and a Docker client and returns the per-container
-outcome ``{"result", "changes", "comment"}`` (plus ``announce`` when other nodes keep an old
-copy for a move, ``overlay_needed`` when the stack's swarm overlay does not exist yet): ``run``
+``apply`` takes a resolution from ``ccc_plan`` and a Docker client and returns what it found and
+did (or, in test mode, would do) as facts, an ``Applied``; the ``ccc_container`` state words them
+as its result, comment and changes, and the ``ccc_docker`` execution module acts on the requests
+among them (tell the master about a move, ask for the stack's overlay, recheck a move): ``run``
 prepares the node (user folders, host keys, pins), hands the pinned spec to ``ccc_swap`` and
 joins the stack's swarm overlay (``ccc_swarm_engine``); ``remove`` removes the container
 (make-before-break for moves, purge when asked); ``hold`` changes nothing. Every branch writes
@@ -13,6 +14,7 @@ the report the resolver composed through ``ccc_feedback`` and the node's move ma
 is told about, never a silent skip.
 """
 
+import dataclasses
 import logging
 import os
 import threading
@@ -40,12 +42,29 @@ log = logging.getLogger(__name__)
 _PIN_LOCK = threading.Lock()
 
 
-def _failure(comment, changes=None):
-    return {"result": False, "changes": changes or {}, "comment": comment}
+@dataclasses.dataclass
+class Applied:
+    """
+    What one apply found and did, or in test mode would do, to one container: facts, worded by
+    the ``ccc_container`` state alone (``dataclasses.asdict`` gives the execution module's data).
+    """
+
+    stack: str
+    action: str  # "run", "remove", "keep" (a move keeps this copy for now) or "failed" (``problem``)
+    reason: str = ""  # the resolver's reason: why this is the action here
+    done: str = ""  # run: what was done (the user's report says it too); keep: what is kept, until when
+    changes: dict = dataclasses.field(default_factory=dict)  # made, or in test mode would be
+    notes: list = dataclasses.field(default_factory=list)  # for the admin, after the rest
+    problem: str | None = None  # why this container failed; None when it did not
+    settled: dict = dataclasses.field(default_factory=dict)  # an interrupted recreate finished or undone first
+    announce: list = dataclasses.field(default_factory=list)  # nodes keeping an old copy: tell the master
+    overlay_needed: bool = False  # the stack's swarm overlay does not exist yet: ask the master for it
+    recheck_move: float | None = None  # a kept copy: ask again in this many seconds (the move window's end)
+    move_done: bool = False  # a kept copy went: no recheck is needed any more
 
 
-def _join(comment, notes):
-    return comment if not notes else comment + "; " + "; ".join(notes)
+def _failure(stack, problem, changes=None, notes=()):
+    return Applied(stack, "failed", problem=problem, changes=changes or {}, notes=list(notes))
 
 
 def apply(client, cluster, node, resolution, test=False, existing=None, make_keys=None):
@@ -58,8 +77,7 @@ def apply(client, cluster, node, resolution, test=False, existing=None, make_key
     try:
         attrs, settled = ccc_swap.settle(client, resolution["stack"], resolution["action"] != "remove", test,
                                          existing=existing)
-        outcome = _apply(client, cluster, node, resolution, attrs, test, make_keys)
-        return ccc_swap.with_settled(outcome, settled, test)
+        return dataclasses.replace(_apply(client, cluster, node, resolution, attrs, test, make_keys), settled=settled)
     except ccc_engine.ENGINE_ERRORS as exc:
         message = f"{ccc_engine.ENGINE_DOWN} (the admins were told)"
         if not test and resolution["node"] in (resolution.get("placement") or []):
@@ -69,18 +87,19 @@ def apply(client, cluster, node, resolution, test=False, existing=None, make_key
             if kept:  # the other node's report may land first: both say where it still runs
                 text += f"; still running on {', '.join(kept)} until then"
             ccc_feedback.write_report(resolution, text, ccc_pillar.file_owner(cluster))
-        return _failure(f"{resolution['stack']}: {message}: {exc}")
+        return _failure(resolution["stack"], f"{resolution['stack']}: {message}: {exc}")
 
 
 def _apply(client, cluster, node, resolution, attrs, test, make_keys=None):
     """``attrs``: the container named ``<stack>`` once an interrupted recreate is settled."""
     stack = resolution["stack"]
     if attrs is not None and not ccc_node_record.is_managed(client, attrs):
-        return _failure(f"a container named {stack!r} exists but is not managed by ccc-salt; not touching it")
+        return _failure(stack, f"a container named {stack!r} exists but is not managed by ccc-salt; not touching it")
     if resolution["action"] == "hold":
         if not test:
             ccc_feedback.write_report(resolution, "NOT deployed: " + resolution["reason"], ccc_pillar.file_owner(cluster))
-        return _failure("; ".join((resolution["admin_errors"] or [resolution["reason"]]) + list(resolution["notes"])))
+        return _failure(stack, "; ".join(resolution["admin_errors"] or [resolution["reason"]]),
+                        notes=resolution["notes"])
     if resolution["action"] == "remove":
         return _remove(client, cluster, node, resolution, attrs, test)
     return _run(client, cluster, node, resolution, attrs, test, make_keys)
@@ -152,12 +171,12 @@ def _run(client, cluster, node, resolution, attrs, test, make_keys=None):
                                       owner)
             if not ccc_engine.running(attrs):  # a running copy here stays what the markers say
                 _note_here(cluster, resolution, running=False, error="a user folder is not a real folder")
-        return _failure(f"{stack}: refusing a user path: {exc.strerror}")
+        return _failure(stack, f"{stack}: refusing a user path: {exc.strerror}")
     except FileNotFoundError as exc:
         if not test:
             ccc_feedback.write_report(resolution, "NOT deployed: the node's storage is not ready (the admins were told)",
                                       owner)
-        return _failure(f"{stack}: {exc}")
+        return _failure(stack, f"{stack}: {exc}")
     if test:
         return _test_run(resolution, spec, attrs)
     changes = {"directories": created_dirs} if created_dirs else {}
@@ -171,7 +190,7 @@ def _run(client, cluster, node, resolution, attrs, test, make_keys=None):
         ccc_feedback.write_report(resolution, "NOT deployed: " + message, owner)
         if not ccc_engine.running(ccc_engine.inspect(client, stack)):
             _note_here(cluster, resolution, running=False, error="Docker refused the container")
-        return _failure(f"{stack}: {message}", changes)
+        return _failure(stack, f"{stack}: {message}", changes)
     # Only the container named STACK_NAME is left now, running ``spec``: its set stays, the rest go.
     ccc_pins.release(node["binds_dir"], stack, keep={set_id})
     overlay = ccc_swarm_engine.join_overlay(client, resolution, node["state_dir"], changes)
@@ -185,14 +204,9 @@ def _run(client, cluster, node, resolution, attrs, test, make_keys=None):
         notes.append("container problem: " + problem["summary"])
     if resolution["settings_status"] == "rejected":
         notes.append("user settings rejected: " + "; ".join(resolution["user_messages"][1:]))
-    result = {"result": not overlay["failed"], "changes": changes,
-              "comment": _join(f"{stack}: {outcome} ({resolution['reason']})", notes)}
-    if overlay["needed"]:
-        result["overlay_needed"] = True  # the execution module asks the master for it
-    kept = _note_here(cluster, resolution, running=True)
-    if kept:
-        result["announce"] = kept  # nodes keeping an old copy: they remove it when told
-    return result
+    return Applied(stack, "run", resolution["reason"], done=outcome, changes=changes, notes=notes,
+                   problem=overlay["admin"] if overlay["failed"] else None, overlay_needed=overlay["needed"],
+                   announce=_note_here(cluster, resolution, running=True))
 
 
 def _settings_since(resolution):
@@ -228,10 +242,12 @@ def _storage_missing(resolution, owner, test):
     if not test:
         ccc_feedback.write_report(resolution, f"NOT deployed on {resolution['node']}: the shared storage is not mounted "
                                   f"there, so nothing of yours was created or used (the admins were told): {why}", owner)
-    return _failure(f"{resolution['stack']}: refusing user data on {resolution['node']}, NFS storage missing: {why}")
+    return _failure(resolution["stack"],
+                    f"{resolution['stack']}: refusing user data on {resolution['node']}, NFS storage missing: {why}")
 
 
 def _test_run(resolution, spec, attrs):
+    """What a ``run`` would change: made, recreated (how), image updated, started, overlay joined."""
     changes = {}
     if attrs is None:
         changes["created"] = {"image": spec["image"], "networks": spec["networks"], "gpus": spec["device_ids"]}
@@ -244,8 +260,7 @@ def _test_run(resolution, spec, attrs):
     joining = ccc_swarm_engine.would_join(resolution, attrs)
     if joining:
         changes["overlay"] = joining
-    comment = f"{resolution['stack']}: would be {', '.join(changes) or 'left as it is'} ({resolution['reason']})"
-    return {"result": None if changes else True, "changes": changes, "comment": _join(comment, resolution["notes"])}
+    return Applied(resolution["stack"], "run", resolution["reason"], changes=changes, notes=list(resolution["notes"]))
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,15 +294,8 @@ def _remove(client, cluster, node, resolution, attrs, test):
         ccc_moves.clear(cluster["state_dir"], stack, resolution["node"])
         if moved:  # the user reads where it runs now (or why this copy went before the move completed)
             ccc_feedback.write_report(resolution, moved, ccc_pillar.file_owner(cluster))
-    comment = f"{stack}: not on this node ({resolution['reason']})"
-    if changes:
-        comment = f"{stack}: {'would be' if test else 'was'} {' and '.join(changes)} ({resolution['reason']})"
-    result = {"result": None if (test and changes) else True, "changes": changes, "comment": comment}
-    if moved:
-        result["comment"] += f"; {moved}"
-        if not test:
-            result["move_done"] = True  # the execution module drops the end-of-window recheck
-    return result
+    return Applied(stack, "remove", resolution["reason"], changes=changes, notes=[moved] if moved else [],
+                   move_done=bool(moved) and not test)
 
 
 def purge_paths(cluster, resolution):
@@ -344,7 +352,7 @@ def _keep_for_move(cluster, resolution, test):
     Make-before-break: the container is placed on other nodes; keep this copy running until
     one of them reports it running since this copy was placed here, at most
     ``ccc:cluster:moves:max_window`` s (``ccc_moves.keep_or_remove``, on root's markers and this
-    node's clock). Returns ``(outcome, None)`` when the copy is kept, ``(None, sentence)`` when it
+    node's clock). Returns ``(Applied, None)`` when the copy is kept, ``(None, sentence)`` when it
     goes (the sentence tells the user where it runs, or why it went before the move completed).
     """
     stack, here, placement = resolution["stack"], resolution["node"], resolution["placement"]
@@ -357,11 +365,8 @@ def _keep_for_move(cluster, resolution, test):
         return None, (f"removed from {here} after {step['waited']:.0f} s: {step['why']}, and a move keeps the old "
                       f"copy {window:.0f} s at most; it runs on {where} once started there")
     left = "" if step["recheck"] is None else f"; it goes from {here} in {step['recheck']:.0f} s at the latest"
-    comment = (f"{stack}: {'would be' if test else 'is'} kept running on {here} until {where} runs it: "
-               f"{step['why']}{left}")
-    if problem:
-        comment += f"; {problem}"
-    outcome = {"result": True, "changes": {}, "comment": comment}
+    outcome = Applied(stack, "keep", resolution["reason"], done=f"kept running on {here} until {where} runs it: "
+                      f"{step['why']}{left}", notes=[problem] if problem else [])
     if not test:
         try:
             if step["marker"]:
@@ -371,6 +376,5 @@ def _keep_for_move(cluster, resolution, test):
             log.warning("cannot record the kept copy of %s on %s: %s", stack, here, exc)
         ccc_feedback.write_report(resolution, f"still running on {here}: moving to {where}, where {step['why']}{left}",
                                   ccc_pillar.file_owner(cluster))
-        if step["recheck"] is not None:
-            outcome["recheck_move"] = step["recheck"]  # the execution module asks again when the window ends
+        outcome.recheck_move = step["recheck"]  # None: no end of the window to wait for
     return outcome, None

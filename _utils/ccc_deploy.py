@@ -12,9 +12,9 @@ listed once, so a no-op apply asks Docker about each container once.
 Planning stays one-way: ``ccc_plan.read_inputs`` once for the run, ``ccc_plan.plan`` once per
 container, ``ccc_apply.apply`` once per container; images are pulled once per run however many
 containers use them (``ccc_images``). The state ``ccc_container.deployed`` runs this before the
-per-container ``ccc_container.running`` states, which only report each container's outcome from
-the state run's ``__context__`` (same state IDs, results, comments and changes as when each
-container was applied by its own state). The node record is updated under its lock
+per-container ``ccc_container.running`` states, which only report each container's facts
+(``ccc_apply.Applied``) from the state run's ``__context__`` (same state IDs, results, comments
+and changes as when each container was applied by its own state). The node record is updated under its lock
 (``ccc_node_record``), pin mounts are made one at a time (``ccc_apply``), and every stack's
 swap touches only that stack's containers, so concurrency changes nothing a container sees.
 """
@@ -42,16 +42,16 @@ def parallelism(node):
 
 
 def failed(stack, exc):
-    """The outcome of a container whose apply raised: it fails alone, with the reason."""
-    return {"result": False, "changes": {}, "comment": f"{stack}: {type(exc).__name__}: {exc}"}
+    """The facts of a container whose apply raised: it fails alone, with the reason."""
+    return ccc_apply.Applied(stack, "failed", problem=f"{stack}: {type(exc).__name__}: {exc}")
 
 
 def deploy(inputs, stacks, clients, test=False, workers=1):
     """
     Plan and apply ``stacks`` (in any order, at most ``workers`` at a time) with the inputs read
     once (``ccc_plan.read_inputs``); ``clients()`` gives each thread its Docker client.
-    Returns ``{STACK_NAME: outcome}`` in the order of ``stacks``; one container's failure,
-    whatever it is, never stops the others.
+    Returns ``{STACK_NAME: ccc_apply.Applied}`` in the order of ``stacks``; one container's
+    failure, whatever it is, never stops the others.
     """
     stacks = list(dict.fromkeys(stacks))
     existing = _existing(clients)

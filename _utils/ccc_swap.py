@@ -92,17 +92,6 @@ def _restore(client, stack, old, start, done):
             done["restored"] = f"{ccc_node_record.swap_names(stack)[1]} as {stack}, not started: {exc.explanation or exc}"
 
 
-def with_settled(result, settled, test):
-    """An apply's result, with the settling of an interrupted recreate among its changes."""
-    if not settled:
-        return result
-    verb = "would settle" if test else "settled"
-    note = f"{verb} an interrupted recreate: {settled}"
-    return dict(result, changes=dict(result["changes"], swap_settled=settled),
-                comment=f"{result['comment']}; {note}",
-                result=None if test and result["result"] is True else result["result"])
-
-
 def run(client, spec, attrs, changes, retry_since=0, image_id=None):
     """
     Make the container ``spec["name"]`` run ``spec`` (``attrs``: the settled current one, or

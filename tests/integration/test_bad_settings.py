@@ -87,7 +87,7 @@ class Node:
 
     def deploy(self):
         """Plan and apply every container of the site on node1 as a run does (inputs read once,
-        four containers at a time, no pull); returns {stack: apply result}."""
+        four containers at a time, no pull); returns {stack: ccc_apply.Applied}, the apply's facts."""
         with deadline(60, "deploying node1"):
             inputs = ccc_plan.read_inputs(self.ccc, "node1", self.clients)
             return ccc_deploy.deploy(inputs, self.stacks, self.clients, workers=4)
@@ -137,7 +137,7 @@ class Node:
         # One apply of the restored files: a no-op for Docker unless a positive test changed a
         # container, and it brings every report back to the baseline's.
         results = self.deploy()
-        assert all(r["result"] for r in results.values()), results
+        assert all(r.problem is None for r in results.values()), results
         if self.containers() != self.baseline:
             self.record_baseline()
 
@@ -196,11 +196,11 @@ def node(node1_dockerd, tmp_path_factory):
         container.remove(force=True)
     node = Node(node1_dockerd, tmp_path_factory.mktemp("bad-settings") / "storage")
     first = node.deploy()  # creates the folders and the commented default settings files
-    assert all(r["result"] for r in first.values()), first
+    assert all(r.problem is None for r in first.values()), first
     good = node.paths("ana-main")["settings_file"]
     good.write_text(yaml.safe_dump({"ana-main": GOOD_ANA}))
     second = node.deploy()
-    assert "recreated" in second["ana-main"]["comment"], second["ana-main"]
+    assert "recreated" in second["ana-main"].done, second["ana-main"]
     node.record_baseline()
     assert set(node.baseline) == set(RUNNING_ON_NODE1)
     assert node.inspect("ana-main")["HostConfig"]["ShmSize"] == 4 * GiB
@@ -419,8 +419,8 @@ def test_hostile_settings_file_is_refused_and_changes_nothing(site, case):
     assert "result: running, unchanged" in report
     # (b) same container, last good settings; (c) every other container unchanged
     assert site.containers() == site.baseline
-    assert all(result["result"] is True for result in results.values()), results
-    assert "user settings rejected" in results[case.stack]["comment"]
+    assert all(result.problem is None for result in results.values()), results
+    assert any(note.startswith("user settings rejected") for note in results[case.stack].notes)
     if case.stack == "ana-main":
         assert site.inspect("ana-main")["HostConfig"]["ShmSize"] == 4 * GiB
     # (d) nothing else changed on disk: only the report was (re)written
@@ -470,7 +470,7 @@ def test_planted_report_path_never_blocks_or_writes_elsewhere(site, tmp_path, pl
 
     results = site.deploy()  # under a deadline: a FIFO must not block the run
 
-    assert all(result["result"] is True for result in results.values()), results
+    assert all(result.problem is None for result in results.values()), results
     assert site.containers() == site.baseline
     assert victim.read_text() == "do not touch\n"
     assert bor_report.read_bytes() == bor_before
@@ -504,9 +504,9 @@ def test_user_folder_replaced_by_symlink_is_never_used(site, tmp_path, folder):
     assert tree(decoy) == decoy_before  # no report, no default settings file, no temporary file
     # ana-main and ana-jupyter (same user, same folders) are held; bor is not affected
     for stack in ("ana-main", "ana-jupyter"):
-        assert results[stack]["result"] is False, results[stack]
-        assert "symbolic link" in results[stack]["comment"]
-    assert results["bor-main"]["result"] is True
+        assert results[stack].problem is not None, results[stack]
+        assert "symbolic link" in results[stack].problem
+    assert results["bor-main"].problem is None
     storage_after = tree(site.storage)
     changed = {p for p in set(storage_before) | set(storage_after) if storage_before.get(p) != storage_after.get(p)}
     # the admins' copy of each deploy result (root's shared state dir, read by salt-run ccc.status)
@@ -534,7 +534,7 @@ def test_null_section_is_accepted_and_means_defaults(site):
     paths = site.paths("ana-main")
     paths["settings_file"].write_text("# all commented out\nana-main:\n#  SHM_SIZE: 4g\n#  INSTALL_PACKAGES: htop\n")
     results = site.deploy()
-    assert results["ana-main"]["result"] is True and "recreated" in results["ana-main"]["comment"]
+    assert results["ana-main"].problem is None and "recreated" in results["ana-main"].done
     attrs = site.inspect("ana-main")
     env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
     assert attrs["HostConfig"]["ShmSize"] == 8 * GiB  # the admin's SHM_SIZE
@@ -554,7 +554,7 @@ def test_valid_edit_recreates_only_that_container(site):
         "FRP_PORTS": {"HTTP": [{"port": 6006, "subdomain": "ana-tb", "pass": password}]},
     }))
     results = site.deploy()
-    assert "recreated" in results["ana-main"]["comment"], results["ana-main"]
+    assert "recreated" in results["ana-main"].done, results["ana-main"]
     now = site.containers()
     assert now["ana-main"][0] != site.baseline["ana-main"][0] and now["ana-main"][2] is True
     assert_others_unchanged(site, now)
@@ -574,14 +574,14 @@ def test_valid_edit_recreates_only_that_container(site):
     # applying again changes nothing
     again = site.deploy()
     assert site.containers() == now
-    assert "running, unchanged" in again["ana-main"]["comment"]
+    assert "running, unchanged" in again["ana-main"].done
 
 
 def test_deleting_the_file_returns_to_admin_defaults(site):
     paths = site.paths("ana-main")
     paths["settings_file"].unlink()
     results = site.deploy()
-    assert "recreated" in results["ana-main"]["comment"], results["ana-main"]
+    assert "recreated" in results["ana-main"].done, results["ana-main"]
     attrs = site.inspect("ana-main")
     env = dict(item.split("=", 1) for item in attrs["Config"]["Env"])
     assert attrs["HostConfig"]["ShmSize"] == 8 * GiB
@@ -603,7 +603,7 @@ def test_fixing_a_rejected_file_applies_it(site):
     assert site.containers() == site.baseline
     paths["settings_file"].write_text(section({"SHM_SIZE": "5g", "INSTALL_PACKAGES": "htop nano"}))
     results = site.deploy()
-    assert "recreated" in results["ana-main"]["comment"]
+    assert "recreated" in results["ana-main"].done
     assert site.inspect("ana-main")["HostConfig"]["ShmSize"] == 5 * GiB
     report = site.feedback("ana-main")
     assert "accepted" in report and "REJECTED" not in report

@@ -6,13 +6,14 @@ device driver accepts the GPU device requests and passes the UUIDs to the hook."
 import json
 import os
 import pathlib
+import subprocess
 
 import pytest
 import yaml
 
 import ccc_moves
 
-from support.site import SaltNode, sample_ccc
+from support.site import SALT_CALL, SaltNode, sample_ccc
 
 NODE1_STACKS = {"ana-main", "ana-jupyter", "bor-main"}
 LAB_GPUS = sample_ccc("node1")["node"]["compute_devices"]["device_lab"]
@@ -302,8 +303,10 @@ def test_containers_ccc_salt_did_not_create_are_never_removed_or_replaced(node1,
 
     listed, _ = node1.salt_call("ccc_docker.managed")
     assert set(listed) == {"ana-jupyter", "bor-main"}
-    refused, _ = node1.salt_call("ccc_docker.remove", "ghost", check=False)
-    assert refused["result"] is False and "not managed by ccc-salt" in refused["comment"]
+    # The execution module refuses (CommandExecutionError): salt-call says why on stderr and fails.
+    refused = subprocess.run(SALT_CALL + ["--local", "-c", str(node1.config_dir), "ccc_docker.remove", "ghost"],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "not managed by ccc-salt" in refused.stderr, refused
     output, code = node1.salt_call("state.apply", "containers.clean")
     assert code == 0, output
     assert {c.name for c in node1.client.containers.list(all=True)} >= {"ghost", "ana-main"}

@@ -3,16 +3,27 @@
 
 import importlib.util
 import pathlib
+import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def load_module(path, name, **dunders):
     """Import the repository file ``path`` as module ``name``; each keyword becomes a dunder
-    (``salt=...`` sets ``__salt__``), as Salt's loader injects them."""
+    (``salt=...`` sets ``__salt__``), as Salt's loader injects them. The file's folder is on
+    ``sys.path`` (last) while it runs, as Salt's loader puts it there: a state imports the
+    states' private helpers (``_states/_ccc_*.py``) by name."""
     spec = importlib.util.spec_from_file_location(name, REPO / path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    folder = str((REPO / path).parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.append(folder)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        if added:
+            sys.path.remove(folder)
     for key, value in dunders.items():
         setattr(module, f"__{key}__", value)
     return module

@@ -142,7 +142,7 @@ def test_a_run_applies_at_most_workers_at_once_and_one_failure_stays_that_contai
             running[0] -= 1
         if resolution["stack"] == "s3":
             raise OSError(28, "No space left on device")
-        return {"result": True, "changes": {}, "comment": f"{resolution['stack']}: running, unchanged ({client})"}
+        return ccc_apply.Applied(resolution["stack"], "run", done=f"running, unchanged ({client})")
 
     monkeypatch.setattr(ccc_plan, "plan", plan)
     monkeypatch.setattr(ccc_apply, "apply", apply)
@@ -155,9 +155,10 @@ def test_a_run_applies_at_most_workers_at_once_and_one_failure_stays_that_contai
                                  workers=3)
     assert list(outcomes) == stacks  # the order of the selection, each stack once
     assert peak[0] == 3
-    assert outcomes["s3"] == {"result": False, "changes": {}, "comment": "s3: OSError: [Errno 28] No space left on device"}
-    assert all(outcomes[stack]["result"] is True for stack in stacks if stack != "s3")
-    assert outcomes["s0"]["comment"] == "s0: running, unchanged (ccc-deploy)"  # a thread of the run's pool
+    assert outcomes["s3"] == ccc_apply.Applied("s3", "failed",
+                                               problem="s3: OSError: [Errno 28] No space left on device")
+    assert all(outcomes[stack].problem is None for stack in stacks if stack != "s3")
+    assert outcomes["s0"].done == "running, unchanged (ccc-deploy)"  # a thread of the run's pool
     assert "applying s3 failed" in caplog.text and "No space left on device" in caplog.text  # the traceback, for admins
 
 

@@ -3,15 +3,14 @@ the node's record, ``ccc_node_record``), the orphan-removal guard (``ccc_orphans
 redaction rule for everything displayed (``ccc_redact``). A fake engine stands in for Docker: it
 only lists, inspects and removes containers."""
 
-import importlib.util
 import json
 import logging
 import os
-import pathlib
 
 import docker.errors
 import pytest
 
+from support.scripts import load_module
 from support.site import sample_ccc
 
 import ccc_engine
@@ -21,7 +20,6 @@ import ccc_pillar
 import ccc_redact
 import ccc_resolver
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 MANAGED_LABELS = {"ccc.managed-by": "ccc-salt"}
 TOKEN, PASSWORD, USER_PASSWORD = "hf_S3cretT0ken", "change-me", "users-own-pw"
 
@@ -163,12 +161,8 @@ def test_an_empty_container_list_removes_nothing_unless_forced(tmp_path):
 
 
 def load_state_module(outcome, test):
-    spec = importlib.util.spec_from_file_location("ccc_container_state", REPO / "_states" / "ccc_container.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.__salt__ = {"ccc_docker.remove_orphans": lambda test: outcome}
-    module.__opts__ = {"test": test}
-    return module
+    return load_module("_states/ccc_container.py", "ccc_container_state",
+                       salt={"ccc_docker.remove_orphans": lambda test: outcome}, opts={"test": test})
 
 
 @pytest.mark.parametrize("test", [True, False])

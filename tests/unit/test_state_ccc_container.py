@@ -1,8 +1,12 @@
-"""The ``ccc_container`` states (``_states/ccc_container.py``) with a fake ``__salt__``: what an admin
-reads in ``state.apply`` output (result, changes, comment) in test mode, with nothing to do, with
-changes and on failures; and the real ``ccc_docker`` execution module against a Docker engine that
-does not answer, where every node state fails with one clean line instead of a traceback."""
+"""The ``ccc_container`` states (``_states/ccc_container.py``) with a fake ``__salt__`` that returns
+the execution module's facts: what an admin reads in ``state.apply`` output (result, changes,
+comment) in test mode, with nothing to do, with changes and on failures, worded by the state alone;
+the real ``ccc_docker`` execution module, which returns the facts as data and asks the master for
+what they request; and that module against a Docker engine that does not answer, where every node
+state fails with one clean line instead of a traceback."""
 
+import dataclasses
+import json
 import pathlib
 
 import pytest
@@ -10,6 +14,11 @@ from salt.exceptions import CommandExecutionError
 
 from support.scripts import load_module
 from support.site import sample_ccc
+
+import ccc_apply
+import ccc_deploy
+import ccc_plan
+import ccc_swarm
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEAD_ENGINE = "unix:///nonexistent/ccc-test-docker.sock"
@@ -26,8 +35,14 @@ def raises(message):
     return function
 
 
-OUTCOME = {"result": True, "changes": {"created": {"image": "img", "networks": ["lab"], "gpus": []}},
-           "comment": "box1: created and started (placed on node1)"}
+def facts(stack="box1", action="run", **fields):
+    """One container's facts as ``ccc_docker.deploy`` returns them (``ccc_apply.Applied`` as data)."""
+    return dataclasses.asdict(ccc_apply.Applied(stack, action, **fields))
+
+
+CREATED = {"created": {"image": "img", "networks": ["lab"], "gpus": []}}
+OUTCOME = facts(reason="placed on node1", done="created and started", changes=CREATED)
+REPORTED = {"result": True, "changes": CREATED, "comment": "box1: created and started (placed on node1)"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,14 +52,14 @@ OUTCOME = {"result": True, "changes": {"created": {"image": "img", "networks": [
 def test_running_reports_the_outcome_the_deployed_state_applied_without_applying_again():
     calls = []
     salt = {"ccc_docker.deploy_many": lambda stacks, test: calls.append(("many", stacks, test)) or {
-                "box1": dict(OUTCOME), "box2": {"result": False, "changes": {}, "comment": "box2: refusing a user path"}},
+                "box1": dict(OUTCOME), "box2": facts("box2", "failed", problem="box2: refusing a user path")},
             "ccc_docker.deploy": lambda name, test: calls.append(("one", name, test))}
     context = {}
     module = states(salt, context=context)
     batch = module.deployed("ccc-containers-deploy", stacks=["box1", "box2"])
     assert batch == {"name": "ccc-containers-deploy", "result": True, "changes": {},
                      "comment": "2 container(s) applied, 1 failed; each reports in its own state"}
-    assert module.running("box1") == {"name": "box1", **OUTCOME}
+    assert module.running("box1") == {"name": "box1", **REPORTED}
     assert module.running("box2") == {"name": "box2", "result": False, "changes": {},
                                       "comment": "box2: refusing a user path"}
     assert calls == [("many", ["box1", "box2"], False)]
@@ -54,19 +69,20 @@ def test_running_reports_the_outcome_the_deployed_state_applied_without_applying
 
 def test_deployed_in_test_mode_passes_test_mode_and_changes_nothing_itself():
     seen = []
-    pending = {"result": None, "changes": {"recreated": {"shm_size": {"old": 1, "new": 2}}},
-               "comment": "box1: would be recreated (placed on node1)"}
+    pending = facts(reason="placed on node1", changes={"recreated": {"shm_size": {"old": 1, "new": 2}}})
     module = states({"ccc_docker.deploy_many": lambda stacks, test: seen.append(test) or {"box1": pending}}, test=True)
     batch = module.deployed("ccc-containers-deploy", stacks=["box1"])
     assert seen == [True]
     assert batch["result"] is True and batch["changes"] == {} and "1 container(s) checked, 0 failed" in batch["comment"]
-    assert module.running("box1") == {"name": "box1", **pending}
+    assert module.running("box1") == {"name": "box1", "result": None, "changes": pending["changes"],
+                                      "comment": "box1: would be recreated (placed on node1)"}
 
 
 def test_running_without_a_deployed_state_applies_its_container_itself():
-    module = states({"ccc_docker.deploy": lambda name, test: dict(OUTCOME, comment=f"{name}: running, unchanged",
-                                                                   changes={})})
-    assert module.running("box1") == {"name": "box1", "result": True, "changes": {}, "comment": "box1: running, unchanged"}
+    module = states({"ccc_docker.deploy": lambda name, test: facts(name, reason="placed on node1",
+                                                                   done="running, unchanged")})
+    assert module.running("box1") == {"name": "box1", "result": True, "changes": {},
+                                      "comment": "box1: running, unchanged (placed on node1)"}
     assert module.summary("s") == {"name": "s", "result": True, "changes": {}, "comment": "1 container(s) processed, 0 failed"}
 
 
@@ -80,7 +96,7 @@ def test_a_deploy_that_raises_fails_that_container_only_and_counts_in_the_summar
 
 def test_deployed_fails_in_one_line_when_nothing_can_be_applied_and_running_then_tries_itself():
     module = states({"ccc_docker.deploy_many": raises("ccc:node:create_parallelism must be a whole number of at least 1, got 0"),
-                     "ccc_docker.deploy": lambda name, test: {"result": False, "changes": {}, "comment": f"{name}: no"}})
+                     "ccc_docker.deploy": lambda name, test: facts(name, "failed", problem=f"{name}: no")})
     batch = module.deployed("ccc-containers-deploy", stacks=["box1"])
     assert batch == {"name": "ccc-containers-deploy", "result": False, "changes": {},
                      "comment": "ccc:node:create_parallelism must be a whole number of at least 1, got 0"}
@@ -96,20 +112,107 @@ def test_summary_fails_on_selection_errors_even_when_every_container_passed():
 
 
 # ---------------------------------------------------------------------------------------------
+# running: the facts of one apply, compared and worded here (test mode: None where anything
+# would change), whatever the action
+
+
+SETTLED = {"removed": ["box1.ccc-old"]}
+WHY = "node2 has not reported it running yet"
+
+
+@pytest.mark.parametrize("test, given, expected", [
+    pytest.param(True, facts(reason="placed on node1"),
+                 (True, {}, "box1: would be left as it is (placed on node1)"), id="run-test-nothing-to-do"),
+    pytest.param(True, facts(reason="placed on node1", changes=dict(CREATED, overlay={"network": "o"}), notes=["n1"]),
+                 (None, dict(CREATED, overlay={"network": "o"}),
+                  "box1: would be created, overlay (placed on node1); n1"),
+                 id="run-test-changes"),
+    pytest.param(False, facts(reason="placed on node1", done="running, unchanged", notes=["n1", "n2"]),
+                 (True, {}, "box1: running, unchanged (placed on node1); n1; n2"), id="run-nothing-changed"),
+    pytest.param(False, facts(reason="placed on node1", done="created and started", changes=CREATED,
+                              notes=["could not join ccc-box1: refused"], problem="could not join ccc-box1: refused",
+                              overlay_needed=False, announce=["node2"]),
+                 (False, CREATED, "box1: created and started (placed on node1); could not join ccc-box1: refused"),
+                 id="run-overlay-failed"),
+    pytest.param(True, facts(action="remove", reason="DISABLED by the admins",
+                             changes={"removed": {"reason": "DISABLED by the admins"}, "purged": ["~/box1"]}),
+                 (None, {"removed": {"reason": "DISABLED by the admins"}, "purged": ["~/box1"]},
+                  "box1: would be removed and purged (DISABLED by the admins)"), id="remove-test"),
+    pytest.param(False, facts(action="remove", reason="placed on node2",
+                              changes={"removed": {"reason": "placed on node2"}}, move_done=True,
+                              notes=["moved to node2 (it runs there); the copy on node1 was removed"]),
+                 (True, {"removed": {"reason": "placed on node2"}},
+                  "box1: was removed (placed on node2); moved to node2 (it runs there); the copy on node1 was removed"),
+                 id="remove-moved"),
+    pytest.param(False, facts(action="remove", reason="placed on node2"),
+                 (True, {}, "box1: not on this node (placed on node2)"), id="remove-nothing-here"),
+    pytest.param(True, facts(action="keep", reason="placed on node2",
+                             done=f"kept running on node1 until node2 runs it: {WHY}"),
+                 (True, {}, f"box1: would be kept running on node1 until node2 runs it: {WHY}"), id="keep-test"),
+    pytest.param(False, facts(action="keep", reason="placed on node2",
+                              done=f"kept running on node1 until node2 runs it: {WHY}",
+                              notes=["max_window is not a number"], recheck_move=30.0),
+                 (True, {}, f"box1: is kept running on node1 until node2 runs it: {WHY}; max_window is not a number"),
+                 id="keep"),
+    pytest.param(True, facts(action="failed", problem="STORAGE_NAME is taken", notes=["image not pulled"]),
+                 (False, {}, "STORAGE_NAME is taken; image not pulled"), id="hold-test"),
+    pytest.param(False, facts(action="failed", problem="box1: Docker refused the container, nothing was changed: no",
+                              changes={"directories": ["/u/box1"]}),
+                 (False, {"directories": ["/u/box1"]}, "box1: Docker refused the container, nothing was changed: no"),
+                 id="refused-after-making-folders"),
+    pytest.param(True, facts(reason="placed on node1", settled=SETTLED),
+                 (None, {"swap_settled": SETTLED}, "box1: would be left as it is (placed on node1); "
+                                                   f"would settle an interrupted recreate: {SETTLED}"),
+                 id="settle-test"),
+    pytest.param(False, facts(reason="placed on node1", done="running, unchanged", settled=SETTLED),
+                 (True, {"swap_settled": SETTLED}, "box1: running, unchanged (placed on node1); "
+                                                   f"settled an interrupted recreate: {SETTLED}"), id="settled"),
+    pytest.param(False, facts(action="failed", problem="box1: refusing a user path: not a folder", settled=SETTLED),
+                 (False, {"swap_settled": SETTLED}, "box1: refusing a user path: not a folder; "
+                                                    f"settled an interrupted recreate: {SETTLED}"),
+                 id="settled-then-failed"),
+])
+def test_running_words_the_facts_of_the_apply_and_owns_test_mode(test, given, expected):
+    module = states({"ccc_docker.deploy": lambda name, test: dict(given)}, test=test)
+    result = module.running("box1")
+    assert (result["result"], result["changes"], result["comment"]) == expected
+    assert module.summary("s")["result"] is (expected[0] is not False)
+
+
+def test_the_facts_are_left_as_the_module_returned_them():
+    given = facts(reason="placed on node1", done="created and started", changes=CREATED, settled=SETTLED,
+                  announce=["node2"], overlay_needed=True)
+    kept = json.loads(json.dumps(given))
+    module = states({"ccc_docker.deploy_many": lambda stacks, test: {"box1": given}})
+    module.deployed("d", stacks=["box1"])
+    assert module.running("box1")["changes"] == dict(CREATED, swap_settled=SETTLED)
+    assert given == kept
+
+
+# ---------------------------------------------------------------------------------------------
 # absent
 
 
-@pytest.mark.parametrize("test, outcome", [
-    (True, {"result": None, "changes": {"removed": "box1"}, "comment": "box1 would be removed"}),
-    (False, {"result": True, "changes": {"removed": "box1, box1.ccc-old"}, "comment": "box1, box1.ccc-old was removed"}),
-    (False, {"result": True, "changes": {}, "comment": "box1 is not on this node"}),
-    (False, {"result": False, "changes": {}, "comment": "a container named 'box1' exists but is not managed by ccc-salt; not touching it"}),
+@pytest.mark.parametrize("test, removed, expected", [
+    (True, ["box1"], (None, {"removed": "box1"}, "box1 would be removed")),
+    (False, ["box1", "box1.ccc-old"], (True, {"removed": "box1, box1.ccc-old"}, "box1, box1.ccc-old was removed")),
+    (True, [], (True, {}, "box1 is not on this node")),
+    (False, [], (True, {}, "box1 is not on this node")),
 ])
-def test_absent_reports_the_removal_as_the_module_did_it(test, outcome):
+def test_absent_words_the_removal_the_module_did(test, removed, expected):
     seen = []
-    module = states({"ccc_docker.remove": lambda name, test: seen.append((name, test)) or dict(outcome)}, test=test)
-    assert module.absent("box1") == {"name": "box1", **outcome}
+    module = states({"ccc_docker.remove": lambda name, test: seen.append((name, test)) or {"removed": list(removed)}},
+                    test=test)
+    assert module.absent("box1") == {"name": "box1", **dict(zip(("result", "changes", "comment"), expected))}
     assert seen == [("box1", test)]
+
+
+def test_absent_fails_in_one_line_when_the_module_refuses():
+    module = states({"ccc_docker.remove": raises("a container named 'box1' exists but is not managed by ccc-salt; "
+                                                 "not touching it")})
+    assert module.absent("box1") == {"name": "box1", "result": False, "changes": {},
+                                     "comment": "a container named 'box1' exists but is not managed by ccc-salt; "
+                                                "not touching it"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,3 +311,27 @@ def test_the_execution_module_raises_command_execution_error_when_the_engine_doe
     for call in (module.managed, lambda: module.remove_orphans(test=True)):
         with pytest.raises(CommandExecutionError, match="^the Docker engine of this node does not answer"):
             call()
+
+
+def test_deploy_many_returns_the_facts_as_data_and_asks_the_master_for_what_they_request(dead_engine, monkeypatch):
+    module, _ = dead_engine
+    sent, scheduled = [], []
+    applied = {
+        "box1": ccc_apply.Applied("box1", "run", "placed on node1", done="created and started", changes=CREATED,
+                                  announce=["node2"], overlay_needed=True),
+        "box2": ccc_apply.Applied("box2", "keep", "placed on node2", done="kept running on node1", recheck_move=30.0),
+        "box3": ccc_apply.Applied("box3", "remove", "placed on node2", move_done=True),
+    }
+    monkeypatch.setattr(ccc_plan, "read_inputs", lambda *args, **kwargs: ccc_plan.Inputs(
+        ccc={}, cluster={}, node={}, facts=None, stored={}, notices={}))
+    monkeypatch.setattr(ccc_deploy, "deploy", lambda inputs, stacks, clients, test, workers: applied)
+    module.__opts__ = {"file_client": "remote"}
+    module.__salt__ = {"event.send": lambda tag, data: sent.append((tag, data)),
+                       "schedule.delete": lambda name, persist: scheduled.append(("delete", name)),
+                       "schedule.add": lambda name, **kwargs: scheduled.append(("add", name)) or {"result": True}}
+    outcomes = module.deploy_many(["box1", "box2", "box3"])
+    assert outcomes == {stack: dataclasses.asdict(facts) for stack, facts in applied.items()}
+    assert json.loads(json.dumps(outcomes)) == outcomes  # the command line's data, every field kept
+    assert sent == [("ccc/moved/box1", {"stack": "box1"}), (ccc_swarm.EVENT_OVERLAY_NEEDED, {"stack": "box1"})]
+    assert scheduled == [("delete", "ccc-move-window-box2"), ("add", "ccc-move-window-box2"),
+                         ("delete", "ccc-move-window-box3")]

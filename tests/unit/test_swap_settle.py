@@ -139,14 +139,3 @@ def test_the_swap_is_finished_once_the_new_container_started_and_undone_before(r
     remove, restore = ccc_swap.plan(real, new, old)
     assert [c["Id"] for c in remove] == removed
     assert (restore or {}).get("Id") == restored
-
-
-def test_a_settled_swap_is_a_change_in_the_apply_result_and_in_test_mode_a_pending_one():
-    noop = {"result": True, "changes": {}, "comment": "ana-main: running, unchanged"}
-    settled = {"removed": ["ana-main.ccc-old"]}
-    assert ccc_swap.with_settled(noop, {}, test=True) is noop
-    shown = ccc_swap.with_settled(noop, settled, test=True)
-    assert shown["result"] is None and shown["changes"] == {"swap_settled": settled}
-    assert "would settle an interrupted recreate" in shown["comment"]
-    done = ccc_swap.with_settled(dict(noop, result=False), settled, test=False)
-    assert done["result"] is False and "settled an interrupted recreate" in done["comment"]
