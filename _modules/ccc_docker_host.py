@@ -1,9 +1,13 @@
 """
 Execution module ``ccc_docker_host``: the docker cluster role's view of this node (its
-networks, their egress rules, daemon.json) and the one network function the states call.
-Reads pillar and grains, calls ``_utils/ccc_docker_*``, returns data or raises
-``CommandExecutionError``.
+networks, their egress rules, daemon.json) and what its states ask of the engine and of
+dockerd (a network made to match, a daemon.json checked, a registry login checked). Reads
+pillar and grains, calls ``_utils/ccc_docker_*``, returns data or raises
+``CommandExecutionError``; the egress chains themselves are ``ccc_docker_firewall``'s.
 """
+
+import subprocess
+import tempfile
 
 from salt.exceptions import CommandExecutionError
 
@@ -105,6 +109,60 @@ def daemon_config(nvidia=None):
         return ccc_docker_daemon.config(settings.get("daemon"), nvidia)
     except ValueError as exc:
         raise CommandExecutionError(str(exc)) from exc
+
+
+def daemon_config_problem(text, dockerd="dockerd"):
+    """
+    Why ``dockerd --validate`` rejects daemon.json ``text``, or ``None`` when it accepts it or
+    cannot check it (no dockerd, or one older than Docker 23 without ``--validate``): the state
+    installs only a file the engine will start with.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker_host.daemon_config_problem '{"log-driver": "json-file"}'
+    """
+    try:
+        help_text = subprocess.run([dockerd, "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except OSError:
+        return None
+    except subprocess.TimeoutExpired as exc:
+        raise CommandExecutionError(f"{dockerd} --help did not answer in 60 s") from exc
+    if not ccc_docker_daemon.supports_validate(help_text):
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="ccc-daemon-") as handle:
+        handle.write(text)
+        handle.flush()
+        try:
+            proc = subprocess.run([dockerd, "--validate", "--config-file", handle.name],
+                                  capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CommandExecutionError(f"{dockerd} --validate could not check it: {exc}") from exc
+    if proc.returncode == 0:
+        return None
+    said = proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}"
+    return said.replace(handle.name, "daemon.json")
+
+
+def registry_login(registry, username, password):
+    """
+    Log this node's engine in to ``registry`` (the registry checks the credentials); ``True``,
+    or ``CommandExecutionError`` with the engine's or the registry's reason. Nothing is written:
+    the state keeps root's config file. The caller masks the credentials in what it shows.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_docker_host.registry_login registry.example.org robot s3cret
+    """
+    node = _node()
+    try:
+        _client().login(username=username, password=password, registry=registry, reauth=True)
+    except Exception as exc:  # the engine's and the registry's errors alike are the reason
+        raise CommandExecutionError(ccc_engine.engine_problem(exc, node["docker_url"]) or str(exc)) from exc
+    return True
 
 
 def toolkit_enabled(settings=None):

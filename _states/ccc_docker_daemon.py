@@ -18,13 +18,12 @@ it is installed.
 The file is rewritten only when its text changes (sorted keys), so dockerd is restarted (by the
 ``watch`` above) only then. Where the installed dockerd has ``--validate`` (Docker 23+), the new
 text is validated first; a file dockerd rejects is not installed, the state fails with dockerd's
-reason, and the failed requisite keeps the running engine from being restarted.
+reason, and the failed requisite keeps the running engine from being restarted. dockerd is run by
+the execution module (``ccc_docker_host.daemon_config_problem``); this state compares and writes.
 """
 
 import json
 import os
-import subprocess
-import tempfile
 
 from salt.exceptions import CommandExecutionError
 
@@ -51,24 +50,6 @@ def _diff(old_text, new):
     return dict(changed, **({"removed keys": removed} if removed else {}))
 
 
-def validate(text, dockerd="dockerd"):
-    """``None`` when dockerd accepts ``text`` (or cannot validate), else dockerd's reason."""
-    try:
-        help_text = subprocess.run([dockerd, "--help"], capture_output=True, text=True, timeout=60, check=False).stdout
-    except OSError:
-        return None
-    if not ccc_docker_daemon.supports_validate(help_text):
-        return None
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="ccc-daemon-") as handle:
-        handle.write(text)
-        handle.flush()
-        proc = subprocess.run([dockerd, "--validate", "--config-file", handle.name],
-                              capture_output=True, text=True, timeout=60, check=False)
-    if proc.returncode == 0:
-        return None
-    return (proc.stderr.strip() or proc.stdout.strip() or f"exit status {proc.returncode}").replace(handle.name, "daemon.json")
-
-
 def config_managed(name="/etc/docker/daemon.json", nvidia=None, dockerd="dockerd"):
     """Write ``name`` from ``ccc:docker:daemon`` (+ the nvidia runtime), validated, 0644."""
     try:
@@ -83,7 +64,11 @@ def config_managed(name="/etc/docker/daemon.json", nvidia=None, dockerd="dockerd
     if __opts__["test"]:
         return {"name": name, "result": None, "changes": changes,
                 "comment": f"{name} would be written (dockerd restarted)"}
-    problem = validate(text, dockerd)
+    try:
+        problem = __salt__["ccc_docker_host.daemon_config_problem"](text, dockerd)
+    except CommandExecutionError as exc:
+        return {"name": name, "result": False, "changes": {},
+                "comment": f"{name} not written, dockerd could not check it (the running engine is untouched): {exc}"}
     if problem:
         return {"name": name, "result": False, "changes": {},
                 "comment": f"{name} not written, dockerd rejects it (the running engine is untouched): {problem}"}

@@ -13,13 +13,13 @@ every run (so hand edits and flushed chains are repaired) and persisted in two r
 
 The rules come from ``ccc:cluster:networks`` (``_utils/ccc_docker_firewall.py``) plus the node
 services a restricted network must reach (the metrics forwarder's exporters, from the
-monitoring_agent role's plan); the state applies them by running the same script the unit runs,
-so boot and Salt share one code path. The IPv6 file sits next to the IPv4 one
+monitoring_agent role's plan); the execution module ``ccc_docker_firewall`` reads the live chains
+and applies the files by running the same script the unit runs, so boot and Salt share one code
+path; this state compares and reports. The IPv6 file sits next to the IPv4 one
 (``ccc_docker_firewall.v6_file``); a node whose kernel has no IPv6 gets only the IPv4 part.
 """
 
 import os
-import subprocess
 
 from salt.exceptions import CommandExecutionError
 
@@ -33,30 +33,6 @@ __virtualname__ = "ccc_docker_firewall"
 
 def __virtual__():
     return __virtualname__
-
-
-def _tables(family, *args):
-    """``iptables -w ARGS`` (``ip6tables`` for ipv6): (returncode, stdout, stderr)."""
-    try:
-        proc = subprocess.run([fw.TOOLS[family], "-w", *args], capture_output=True, text=True, check=False)
-    except FileNotFoundError as exc:
-        return 127, "", str(exc)
-    return proc.returncode, proc.stdout, proc.stderr.strip()
-
-
-def _ipv6_works():
-    return _tables("ipv6", "-S", "INPUT")[0] == 0
-
-
-def _live(family):
-    """``({chain: live rules or None}, {parent: jump first})`` of one family."""
-    chains, jumps = {}, {}
-    for parent, chain in fw.JUMPS[family]:
-        code, listing, _ = _tables(family, "-S", chain)
-        chains[chain] = fw.live_rules(listing, chain) if code == 0 else None
-        _, parent_listing, _ = _tables(family, "-S", parent)
-        jumps[parent] = fw.jump_first(parent_listing, parent, chain)
-    return chains, jumps
 
 
 def _diff(live, wanted):
@@ -88,12 +64,12 @@ def _compare(sets, rules_file):
             continue
         if ccc_safefs.read_text(path) != fw.restore_text(chains):
             changes[f"{family} rules file"] = path
-        live, jumps = _live(family)
+        live = __salt__["ccc_docker_firewall.live"](family)
         for chain, wanted in chains.items():
-            if live[chain] != wanted:
-                changes[f"{family} {chain}"] = _diff(live[chain], wanted) or {"reordered": wanted}
+            if live["chains"][chain] != wanted:
+                changes[f"{family} {chain}"] = _diff(live["chains"][chain], wanted) or {"reordered": wanted}
         for parent, chain in fw.JUMPS[family]:
-            if not jumps[parent]:
+            if not live["jumps"][parent]["first"]:
                 changes[f"{family} jump"] = changes.get(f"{family} jump", []) + [f"-I {parent} 1 -j {chain}"]
     return changes
 
@@ -112,10 +88,13 @@ def managed(name, rules_file="/etc/ccc-salt/docker-firewall.rules", script="/usr
         return ccc_state_ret.result(name, False, {}, f"egress rules not applied: {exc}")
     if not sets:
         return absent(name, rules_file=rules_file)
-    ipv6 = _ipv6_works()
-    if not ipv6:
-        sets["ipv6"] = {}
-    changes = _compare(sets, rules_file)
+    try:
+        ipv6 = __salt__["ccc_docker_firewall.ipv6_works"]()
+        if not ipv6:
+            sets["ipv6"] = {}
+        changes = _compare(sets, rules_file)
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, {}, f"egress rules not compared: {exc}")
     count = sum(len(rules) for chains in sets.values() for rules in chains.values())
     summary = (f"{count} rule(s) in {fw.CHAIN} and {fw.INPUT_CHAIN} for restricted networks"
                + ("" if ipv6 else " (IPv4 only: ip6tables does not work on this node)"))
@@ -123,55 +102,37 @@ def managed(name, rules_file="/etc/ccc-salt/docker-firewall.rules", script="/usr
         return ccc_state_ret.result(name, True, {}, f"{summary} in place")
     if __opts__["test"]:
         return ccc_state_ret.result(name, None, changes, f"{summary} would be applied")
-    ccc_safefs.replace_file(rules_file, fw.restore_text(sets["ipv4"]).encode(), 0o644, root="/")
-    if sets["ipv6"]:
-        ccc_safefs.replace_file(fw.v6_file(rules_file), fw.restore_text(sets["ipv6"]).encode(), 0o644, root="/")
-    proc = subprocess.run([script, rules_file, fw.v6_file(rules_file)], capture_output=True, text=True, check=False)
-    left = _compare(sets, rules_file)
-    if proc.returncode != 0 or left:
-        detail = proc.stderr.strip() or proc.stdout.strip() or f"the live chains still differ: {sorted(left)}"
-        return ccc_state_ret.result(name, False, changes, f"{summary} could not be applied: {detail}")
+    try:
+        __salt__["ccc_docker_firewall.apply"](rules_file, script, sets)
+        left = _compare(sets, rules_file)
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, changes, f"{summary} could not be applied: {exc}")
+    if left:
+        return ccc_state_ret.result(name, False, changes,
+                                    f"{summary} could not be applied: the live chains still differ: {sorted(left)}")
     return ccc_state_ret.result(name, True, changes, f"{summary} applied")
-
-
-def _present_parts(family):
-    """``(jumps to remove: [(parent, chain, count)], chains that exist)`` of one family."""
-    jumps, chains = [], []
-    for parent, chain in fw.JUMPS[family]:
-        code, listing, _ = _tables(family, "-S", parent)
-        count = sum(1 for line in listing.splitlines() if line.strip() == f"-A {parent} -j {chain}") if code == 0 else 0
-        if count:
-            jumps.append((parent, chain, count))
-        if _tables(family, "-S", chain)[0] == 0 and chain not in chains:
-            chains.append(chain)
-    return jumps, chains
 
 
 def absent(name, rules_file="/etc/ccc-salt/docker-firewall.rules"):
     """Remove the jumps, our chains (both families) and ``rules_file`` with its ``.v6`` sibling."""
-    parts = {family: _present_parts(family) for family in fw.JUMPS}
-    files = [path for path in (rules_file, fw.v6_file(rules_file)) if os.path.lexists(path)]
     changes = {}
-    for family, (jumps, chains) in parts.items():
-        if jumps:
-            changes[f"{family} jump"] = "removed"
-        if chains:
-            changes[f"{family} chain"] = "removed"
-    if files:
+    try:
+        for family in fw.JUMPS:
+            live = __salt__["ccc_docker_firewall.live"](family)
+            if any(jump["count"] for jump in live["jumps"].values()):
+                changes[f"{family} jump"] = "removed"
+            if any(rules is not None for rules in live["chains"].values()):
+                changes[f"{family} chain"] = "removed"
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, {}, f"egress chain {fw.CHAIN} not compared: {exc}")
+    if any(os.path.lexists(path) for path in (rules_file, fw.v6_file(rules_file))):
         changes["rules file"] = "removed"
     if not changes:
         return ccc_state_ret.result(name, True, {}, f"no egress chain {fw.CHAIN}")
     if __opts__["test"]:
         return ccc_state_ret.result(name, None, changes, f"egress chain {fw.CHAIN} would be removed")
-    for family, (jumps, chains) in parts.items():
-        for parent, chain, count in jumps:
-            for _ in range(count):
-                _tables(family, "-D", parent, "-j", chain)
-        for chain in chains:
-            for args in (("-F", chain), ("-X", chain)):
-                code, _, error = _tables(family, *args)
-                if code != 0:
-                    return ccc_state_ret.result(name, False, changes, f"could not remove {family} {chain}: {error}")
-    for path in files:
-        os.unlink(path)
+    try:
+        __salt__["ccc_docker_firewall.remove"](rules_file)
+    except CommandExecutionError as exc:
+        return ccc_state_ret.result(name, False, changes, str(exc))
     return ccc_state_ret.result(name, True, changes, f"egress chain {fw.CHAIN} removed")

@@ -10,7 +10,7 @@ State ``ccc_docker_registry``: root's Docker login to a registry, from the secre
 The SLS names only the registry; the credentials are read here from
 ``ccc:secrets:registries:<host>:{username,password}`` and never reach SLS text, ``changes``,
 comments or logs (errors pass through ``ccc_secrets.mask``). New or changed credentials are
-checked with the registry first (the Docker SDK's ``login`` through this node's engine) and
+checked with the registry first (``ccc_docker_host.registry_login``, through this node's engine) and
 written only when the registry accepts them, as ``docker login`` writes them
 (``/root/.docker/config.json``, 0600). Unchanged credentials are not checked again, so a registry
 that is down does not fail every run.
@@ -18,8 +18,9 @@ that is down does not fail every run.
 
 import os
 
+from salt.exceptions import CommandExecutionError
+
 import ccc_docker_auth
-import ccc_engine
 import ccc_pillar
 import ccc_safefs
 import ccc_state_ret
@@ -39,16 +40,11 @@ def _write(path, config):
 
 def _verify(host, username, password):
     """``None`` when the registry accepts the login, else why not (secrets masked by the caller)."""
-    ccc = ccc_pillar.pillar_ccc(__pillar__)
-    node = ccc_pillar.node_settings(ccc, __grains__["id"])
-    client = ccc_engine.client(node)
     try:
-        client.login(username=username, password=password, registry=host, reauth=True)
-        return None
-    except Exception as exc:  # the engine's and the registry's errors alike end up in the comment
-        return ccc_engine.engine_problem(exc, node["docker_url"]) or str(exc)
-    finally:
-        client.close()
+        __salt__["ccc_docker_host.registry_login"](host, username, password)
+    except CommandExecutionError as exc:
+        return str(exc)
+    return None
 
 
 def logged_in(name, config=CONFIG):

@@ -1,8 +1,9 @@
 """
 The node side of a role container's Docker API proxy (``ccc_docker_api``): the two template
 units, the container's haproxy configuration, and its socket unit enabled and started; or all of
-it gone. Called by ``_states/ccc_service_container.py`` (the one place that acts for role
-containers); ``run`` is Salt's ``cmd.run_all`` (argv list), so systemd is asked, never guessed.
+it gone. Called by the execution module ``_modules/ccc_service_container.py`` (the one place
+that acts for role containers); ``run`` is Salt's ``cmd.run_all`` (argv list), so systemd is
+asked, never guessed.
 """
 
 import os

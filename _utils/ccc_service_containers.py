@@ -2,7 +2,8 @@
 Role containers (frpc, patroller, portainer agent, exporters...) as plain data: one spec shape for
 every cluster role, turned into what the container must look like, compared with what Docker
 reports, and into ``create_container`` arguments. Pure: no Salt, no Docker calls; the state
-``_states/ccc_service_container.py`` does the talking.
+``_states/ccc_service_container.py`` compares with these, and the execution module
+``_modules/ccc_service_container.py`` does the talking.
 
 The spec (``normalize`` checks it and fills the defaults)::
 
@@ -34,6 +35,7 @@ import ccc_docker_api
 
 ROLE_LABEL = "ccc.cluster-role"
 SECRET_DIR = "/etc/ccc-salt/secrets/containers"
+ENV_MODE = 0o600  # the secret env file: root only
 ENV_TARGET = "/run/ccc-secrets/env"
 WRAPPER = ["/bin/sh", "-c", 'set -a; . /run/ccc-secrets/env; set +a; exec "$@"', "ccc-secret-env"]
 RESTART_POLICIES = ("always", "unless-stopped")

@@ -1,4 +1,5 @@
-"""The egress firewall state (``_states/ccc_docker_firewall.py``) and the restore script the boot
+"""The egress firewall state (``_states/ccc_docker_firewall.py``) with its execution module
+(``_modules/ccc_docker_firewall.py``, through ``__salt__`` as Salt wires it) and the restore script the boot
 unit runs (``salt/cluster/docker/files/ccc-docker-firewall``) against a real iptables, inside a
 throwaway network namespace of the host (the host's own rules are never touched).
 
@@ -14,7 +15,6 @@ container); the node serves TCP on its gateway address, on another address of it
 and an "exporter" port on the gateway that the metrics forwarder must reach. Boundary: the
 monitoring_agent role's plan (``ccc_monitoring.plan``) is given as the data it returns."""
 
-import importlib.util
 import os
 import pathlib
 import shutil
@@ -22,6 +22,8 @@ import subprocess
 import sys
 
 import pytest
+from support.salt_modules import functions
+from support.scripts import load_module
 
 import ccc_docker_firewall as fw
 
@@ -67,13 +69,10 @@ MONITORING = {"problem": None, "forwarder": True, "network": "student-restricted
 
 
 def state(test=False, networks=NETWORKS, monitoring=None):
-    spec = importlib.util.spec_from_file_location("ccc_docker_firewall_state", REPO / "_states" / "ccc_docker_firewall.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.__pillar__ = {"ccc": {"cluster": {"networks": networks}}}
-    module.__opts__ = {"test": test}
-    module.__salt__ = {"ccc_monitoring.plan": lambda: dict(monitoring or {"problem": None, "forwarder": False})}
-    return module
+    plan = {"ccc_monitoring.plan": lambda: dict(monitoring or {"problem": None, "forwarder": False})}
+    return load_module("_states/ccc_docker_firewall.py", "ccc_docker_firewall_state",
+                       pillar={"ccc": {"cluster": {"networks": networks}}}, opts={"test": test},
+                       salt=functions("_modules/ccc_docker_firewall.py", salt=plan))
 
 
 def apply(rules_file, test=False, networks=NETWORKS, monitoring=None):

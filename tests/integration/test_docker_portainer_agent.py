@@ -19,7 +19,7 @@ import socket
 
 import pytest
 
-from support.scripts import load_module
+from support.salt_modules import load_state
 from support.site import SaltNode
 
 IMAGE = "ccc-test/portainer-agent:stand-in"
@@ -84,11 +84,12 @@ def daemon(node1_dockerd):
 
 
 def agent(daemon, tmp_path, rendered, secret=SECRET, test=False, enabled=True, port=9001):
-    module = load_module("_states/ccc_service_container.py", "ccc_service_container_portainer")
     ccc = {"node": {"docker_url": daemon.url, "state_dir": str(tmp_path / "state")}}
     if secret:
         ccc["secrets"] = {"portainer": {"agent_secret": secret}}
-    module.__pillar__, module.__grains__, module.__opts__ = {"ccc": ccc}, {"id": "node1"}, {"test": test}
+    module = load_state("_states/ccc_service_container.py", "ccc_service_container_portainer",
+                        ["_modules/ccc_service_container.py"], pillar={"ccc": ccc}, grains={"id": "node1"},
+                        opts={"test": test})
     if not enabled:
         return module.absent(**args(rendered["off"]))
     spec = dict(args(rendered["on"])["spec"], ports={"9001/tcp": ["127.0.0.1", port]}, docker_api=None)

@@ -15,7 +15,7 @@ import socket
 
 import pytest
 
-from support.scripts import load_module
+from support.salt_modules import load_state
 from support.site import SaltNode
 
 IMAGE = "ccc-test/portainer-ce:stand-in"
@@ -92,10 +92,11 @@ def daemon(node1_dockerd):
 
 
 def ui(daemon, tmp_path, rendered, port, enabled=True):
-    module = load_module("_states/ccc_service_container.py", "ccc_service_container_portainer_ui")
     ccc = {"node": {"docker_url": daemon.url, "state_dir": str(tmp_path / "state")},
            "secrets": {"portainer": {"agent_secret": SECRET}}}
-    module.__pillar__, module.__grains__, module.__opts__ = {"ccc": ccc}, {"id": "node1"}, {"test": False}
+    module = load_state("_states/ccc_service_container.py", "ccc_service_container_portainer_ui",
+                        ["_modules/ccc_service_container.py"], pillar={"ccc": ccc}, grains={"id": "node1"},
+                        opts={"test": False})
     if not enabled:
         return module.absent(**args(rendered["off"]["ccc-cluster-docker-portainer-ui"]))
     spec = dict(args(rendered["on"]["ccc-cluster-docker-portainer-ui"])["spec"], ports={"9000/tcp": ["127.0.0.1", port]},

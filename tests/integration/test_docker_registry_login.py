@@ -2,7 +2,8 @@
 Debian's ``docker-registry`` (distribution 2.8, htpasswd auth) run as a plain process on
 127.0.0.1 with its own config, so no host service is touched. The binary is taken from the
 Debian package with ``apt-get download`` + ``dpkg -x`` into the test cache (nothing installed).
-Logins go through node1's private test dockerd, as the state does through ``ccc:node:docker_url``.
+Logins go through node1's private test dockerd, as the state does through ``ccc:node:docker_url``
+(the real ``ccc_docker_host.registry_login`` behind ``__salt__``).
 
 What an admin sees: a wrong password or an unreachable registry fails with the reason and no
 secret, writes nothing; good credentials land in the config file as ``docker login`` writes
@@ -10,7 +11,6 @@ them (0600); a second run changes nothing; ``logins_absent`` logs out."""
 
 import base64
 import crypt
-import importlib.util
 import json
 import os
 import pathlib
@@ -21,8 +21,9 @@ import tempfile
 import time
 
 import pytest
+from support.salt_modules import functions
+from support.scripts import load_module
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 CACHE = pathlib.Path(os.environ.get("CCC_CACHE_DIR", pathlib.Path.home() / ".cache" / "ccc-salt"))
 USER, PASSWORD = "ccc-robot", "s3cret-Registry-pw"
 
@@ -78,14 +79,11 @@ def registry(tmp_path_factory):
 
 
 def state(dockerd, tmp_path, host, password, test=False):
-    spec = importlib.util.spec_from_file_location("ccc_docker_registry_state", REPO / "_states" / "ccc_docker_registry.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.__pillar__ = {"ccc": {"node": {"docker_url": dockerd.url, "state_dir": str(tmp_path / "state")},
-                                 "secrets": {"registries": {host: {"username": USER, "password": password}}}}}
-    module.__grains__ = {"id": "node1"}
-    module.__opts__ = {"test": test}
-    return module
+    pillar = {"ccc": {"node": {"docker_url": dockerd.url, "state_dir": str(tmp_path / "state")},
+                      "secrets": {"registries": {host: {"username": USER, "password": password}}}}}
+    grains = {"id": "node1"}
+    return load_module("_states/ccc_docker_registry.py", "ccc_docker_registry_state", pillar=pillar, grains=grains,
+                       opts={"test": test}, salt=functions("_modules/ccc_docker_host.py", pillar=pillar, grains=grains))
 
 
 def assert_no_secret(result):

@@ -18,7 +18,7 @@ import tarfile
 
 import pytest
 
-from support.scripts import load_module
+from support.salt_modules import load_state
 
 import ccc_frp
 import ccc_service_containers as svc
@@ -47,6 +47,8 @@ def _remove(client):
     except Exception:
         pass
 
+MODULES = ["_modules/ccc_service_container.py"]
+
 
 @pytest.fixture
 def engine(node1_dockerd, tmp_path, monkeypatch):
@@ -62,11 +64,10 @@ def engine(node1_dockerd, tmp_path, monkeypatch):
 
 
 def state(daemon, tmp_path, token=TOKEN, test=False, url=None):
-    module = load_module("_states/ccc_service_container.py", "ccc_service_container_state")
     ccc = {"node": {"docker_url": url or daemon.url, "state_dir": str(tmp_path / "state")},
            "secrets": {"frp": {"token": token}, "basic_auth": {"metrics": {"user": "m-user", "password": "m-pw-77"}}}}
-    module.__pillar__, module.__grains__, module.__opts__ = {"ccc": ccc}, {"id": "node1"}, {"test": test}
-    return module
+    return load_state("_states/ccc_service_container.py", "ccc_service_container_state", MODULES,
+                      pillar={"ccc": ccc}, grains={"id": "node1"}, opts={"test": test})
 
 
 SPEC = {

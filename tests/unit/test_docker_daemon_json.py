@@ -2,19 +2,20 @@
 the file an admin finds (sorted keys, 0644, the nvidia runtime on toolkit nodes), written only when
 its text changes (so dockerd restarts only then), and a file dockerd rejects never installed.
 
+The state runs with the real ``ccc_docker_host.daemon_config_problem`` behind ``__salt__`` (what
+``dockerd`` says) and the pillar side (``ccc_docker_host.daemon_config``) given as its data.
 Boundary: ``dockerd`` is a FAKE (a small script given to the state as its ``dockerd``) that
 records its calls and, when told it supports ``--validate``, refuses a config with the key
 ``"bogus"`` as Docker 23+ does for unknown keys. The host's dockerd (20.10) has no ``--validate``."""
 
-import importlib.util
 import json
-import pathlib
 
 import pytest
+from support.salt_modules import functions
+from support.scripts import load_module
 
 import ccc_docker_daemon
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 FAKE_DOCKERD = """#!/bin/sh
 echo "$*" >> {log}
 if [ "$1" = "--help" ]; then
@@ -56,12 +57,9 @@ def fake_dockerd(tmp_path):
 
 
 def state(daemon, test=False):
-    spec = importlib.util.spec_from_file_location("ccc_docker_daemon_state", REPO / "_states" / "ccc_docker_daemon.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.__salt__ = {"ccc_docker_host.daemon_config": lambda nvidia: ccc_docker_daemon.config(daemon, nvidia)}
-    module.__opts__ = {"test": test}
-    return module
+    pillar_side = {"ccc_docker_host.daemon_config": lambda nvidia: ccc_docker_daemon.config(daemon, nvidia)}
+    return load_module("_states/ccc_docker_daemon.py", "ccc_docker_daemon_state", opts={"test": test},
+                       salt=functions("_modules/ccc_docker_host.py", salt=pillar_side))
 
 
 def test_written_once_then_unchanged_then_changed_keys_reported(tmp_path, fake_dockerd):
