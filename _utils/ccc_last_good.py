@@ -3,7 +3,7 @@ The last accepted settings of every stack: ``<ccc:cluster:state_dir>/last-good/<
 in the shared state dir, root's (0600), written only after a settings file was accepted.
 
 A rejected file keeps the container on these settings; the subdomains they claim count as taken
-for every other stack (``ccc_resolver.taken_subdomains``), so the planner reads them all once.
+for every other stack (``ccc_subdomains.taken_subdomains``), so the planner reads them all once.
 """
 
 import json

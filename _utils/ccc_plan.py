@@ -22,6 +22,7 @@ import ccc_redact
 import ccc_resolver
 import ccc_rules
 import ccc_settings_file
+import ccc_subdomains
 import ccc_swarm
 import ccc_swarm_engine
 
@@ -33,7 +34,7 @@ class Inputs:
 
     def __init__(self, ccc, cluster, node, facts, stored, notices, swarm=None, nfs_missing=None):
         self.ccc = ccc
-        self.claims = ccc_resolver.subdomain_claims(ccc, stored)  # FRP subdomains -> their stacks
+        self.claims = ccc_subdomains.subdomain_claims(ccc, stored)  # FRP subdomains -> their stacks
         self.nfs_missing = nfs_missing or {}  # ``nfs_fact``: required NFS mount points not mounted, with why
         self.swarm = swarm  # the engine's swarm facts (``swarm_fact``), None where the role is off
         self.cluster = cluster
@@ -136,7 +137,7 @@ def plan(inputs, stack):
     text, error, last_good = _user_files(inputs, record[0])
     resolution = ccc_resolver.resolve_container(
         inputs.ccc, stack, inputs.facts, settings_text=text, settings_error=error, last_good=last_good,
-        taken=ccc_resolver.taken_except(inputs.claims, except_stack=stack),
+        taken=ccc_subdomains.taken_except(inputs.claims, except_stack=stack),
         cluster=inputs.cluster, record=record,
     )
     if resolution["action"] == "run":

@@ -53,18 +53,17 @@ def welcome_message(cluster, stack, user_name):
     ])
 
 
-def default_settings_text(record, shm_size_default):
+def default_settings_text(stack, values):
     """
-    The commented settings file written for a container that has none: every key a user may
-    set (``ccc_schema.USER_SETTABLE_KEYS``), in the schema's order, with its current value.
-
-    ``shm_size_default`` is the cluster's (``ccc:cluster:shm_size_default``): what the container
-    gets when the user sets no SHM_SIZE, so the file shows the truth when an admin changes it.
+    The commented settings file written for a container that has none, generated from the
+    settings schema: every key a user may set (``ccc_schema.USER_SETTABLE_KEYS``), in the
+    schema's order, each under its schema ``description``, with ``values[key]``: what applies
+    while the user sets none (``ccc_resolver`` fills in the cluster's defaults, such as
+    ``shm_size_default``); a key without one shows its type's empty value.
 
     Every line is commented, so the file changes nothing until the user uncomments a line.
-    Admin values appear as JSON scalars (valid YAML), never raw text.
+    Values appear as JSON scalars (valid YAML), never raw text; FRP passwords never appear.
     """
-    stack = record["STACK_NAME"]
     keys = ccc_schema.USER_SETTABLE_KEYS
     said = f"You may set: {', '.join(keys[:-1])} and {keys[-1]}. Values below are your current defaults."
     lines = [
@@ -72,32 +71,34 @@ def default_settings_text(record, shm_size_default):
         "# the container is redeployed within seconds. What happened is written to",
         f"# '{stack}.deploy' next to this file (errors included).",
         "#",
-        *(f"# {line}" for line in textwrap.wrap(said, width=94)),
+        *_comment(said),
         f"{stack}:",
     ]
     for key in keys:
-        if key == "FRP_PORTS":
-            lines += _frp_lines(record.get("FRP_PORTS") or {})
-        elif _schema_type(key) == "boolean":  # as the deployment reads the admin's value
-            lines.append(f"#  {key}: {json.dumps(ccc_rules.truthy(record.get(key)))}")
+        lines += _comment(ccc_schema.user_setting(key)["description"])
+        kind = ccc_schema.user_setting(key).get("type")
+        if kind == "object":  # FRP_PORTS, the one mapping: a list per line, passwords never shown
+            lines += _frp_lines(key, values.get(key) or {})
+        elif kind == "boolean":  # as the deployment reads the admin's value
+            lines.append(f"#  {key}: {json.dumps(ccc_rules.truthy(values.get(key)))}")
         else:
-            default = shm_size_default if key == "SHM_SIZE" else _EMPTY.get(_schema_type(key), "")
-            lines.append(f"#  {key}: {json.dumps(record.get(key, default))}")
+            lines.append(f"#  {key}: {json.dumps(values.get(key, _EMPTY.get(kind, '')))}")
     return "\n".join(lines) + "\n"
 
 
-_EMPTY = {"array": []}  # a key's value when neither the admin nor the user set it (else "")
+_EMPTY = {"array": []}  # a key's value when neither the admin nor the deployment gives one (else "")
 
 
-def _schema_type(key):
-    return ccc_schema.USER_SETTINGS_SCHEMA["additionalProperties"]["properties"][key].get("type")
+def _comment(text):
+    """``text`` as comment lines of the settings file (``# ``, never ``#  ``, which is a key)."""
+    return [f"# {line}" for line in textwrap.wrap(text, width=94)]
 
 
-def _frp_lines(frp):
-    """The admin's FRP ports, when there are any (passwords never shown)."""
+def _frp_lines(key, frp):
+    """The admin's FRP ports (passwords never shown); ``{}`` when there are none."""
     if not frp:
-        return []
-    lines = ["#  FRP_PORTS:", f"#    TCP: {json.dumps([int(p) for p in frp.get('TCP') or []])}"]
+        return [f"#  {key}: {{}}"]
+    lines = [f"#  {key}:", f"#    TCP: {json.dumps([int(p) for p in frp.get('TCP') or []])}"]
     if frp.get("HTTP"):
         lines.append("#    HTTP:")
         for http in frp["HTTP"]:

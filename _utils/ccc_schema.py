@@ -1,9 +1,12 @@
 """
 The user settings schema and the cluster rules a settings section must obey (allowed nodes,
 image policy, SHM maximum, reserved and taken subdomains, package sources, FRP ports).
-The same schema is shipped as ``schema/container-settings.schema.json`` for editors.
+The same schema is shipped as ``schema/container-settings.schema.json`` for editors, written by
+``scripts/write-settings-schema`` (``schema_file_text``); the default settings file users get is
+generated from it too (``ccc_report.default_settings_text``). Adding a key: docs/pillar.md.
 """
 
+import json
 import re
 
 import ccc_frp
@@ -133,6 +136,11 @@ USER_SETTINGS_SCHEMA = {
             "USE_HOST_TIMEDATE": {"type": "boolean", "description": "Use the node's time zone."},
             "FRP_PORTS": {
                 "type": "object",
+                "description": (
+                    "Ports published through FRP, replacing the administrator's lists: TCP, a list of ports;"
+                    " HTTP, a list of {port, subdomain, pass, user, health_check, https_without_pass,"
+                    " subdomain_hostname_prefix}, served at <node>-<subdomain> unless the prefix is off."
+                ),
                 "additionalProperties": False,
                 "properties": {
                     "TCP": {"type": "array", "maxItems": 16, "uniqueItems": True, "items": _PORT},
@@ -163,6 +171,18 @@ USER_SETTINGS_SCHEMA = {
 # The keys a user's settings file may hold: the schema's, in its order (the one list; the default
 # settings file, the editors' schema and docs/pillar.md's table follow it).
 USER_SETTABLE_KEYS = tuple(USER_SETTINGS_SCHEMA["additionalProperties"]["properties"])
+
+
+def user_setting(key):
+    """The schema of user-settable ``key`` (its ``type``, ``description``, limits)."""
+    return USER_SETTINGS_SCHEMA["additionalProperties"]["properties"][key]
+
+
+def schema_file_text():
+    """``schema/container-settings.schema.json``, the editors' copy of ``USER_SETTINGS_SCHEMA``
+    (``scripts/write-settings-schema`` writes it; a unit test holds it to this text)."""
+    return json.dumps(USER_SETTINGS_SCHEMA, indent=2, ensure_ascii=False) + "\n"
+
 
 RESERVED_USER_NAMES = frozenset(
     "root daemon bin sys sync games man lp mail news uucp proxy www-data backup list irc gnats "

@@ -117,6 +117,7 @@ def _load_modules(directory):
     import ccc_resolver
     import ccc_schema
     import ccc_settings_file
+    import ccc_subdomains
     from support.site import sample_ccc
     settings = types.SimpleNamespace(read_settings_file=ccc_settings_file.read_settings_file,
                                      parse_settings_text=ccc_settings_file.parse_settings_text,
@@ -124,7 +125,7 @@ def _load_modules(directory):
                                      validate_user_settings=ccc_schema.validate_user_settings)
     containers = types.SimpleNamespace(resolve_container=ccc_resolver.resolve_container,
                                        NodeFacts=ccc_resolver.NodeFacts,
-                                       taken_subdomains=ccc_resolver.taken_subdomains,
+                                       taken_subdomains=ccc_subdomains.taken_subdomains,
                                        feedback_report=ccc_report.feedback_report)
     return settings, containers, sample_ccc
 

@@ -32,6 +32,7 @@ import ccc_pillar  # noqa: E402
 import ccc_quote  # noqa: E402
 import ccc_report  # noqa: E402
 import ccc_resolver  # noqa: E402
+import ccc_subdomains  # noqa: E402
 import ccc_rules  # noqa: E402
 import ccc_schema  # noqa: E402
 
@@ -112,7 +113,7 @@ def facts(ccc, node, image_labels):
 
 def resolve(ccc, stack, node, text=None, last_good=None, image_labels=None):
     return ccc_resolver.resolve_container(ccc, stack, facts(ccc, node, image_labels or {}), settings_text=text,
-                                          last_good=last_good, taken=ccc_resolver.taken_subdomains(ccc, {}, stack))
+                                          last_good=last_good, taken=ccc_subdomains.taken_subdomains(ccc, {}, stack))
 
 
 def storage_roots(cluster):

@@ -12,6 +12,7 @@ from support.site import deep_merge, sample_ccc
 import ccc_quote  # noqa: E402
 import ccc_report  # noqa: E402
 import ccc_resolver  # noqa: E402
+import ccc_subdomains  # noqa: E402
 
 ANA, BOR = "ana.novak@example.org", "bor.kralj@example.org"
 SHARED, LOCAL = "/srv/ccc/shared", "/srv/ccc/local"
@@ -25,7 +26,7 @@ def resolve(stack="ana-main", node="node1", ccc=None, settings=None, last_good=N
     text = None if settings is None else yaml.safe_dump({stack: settings})
     facts = ccc_resolver.NodeFacts(node, compute_devices=(ccc.get("node") or {}).get("compute_devices"),
                                    docker_gid=998, host_timezone_files=["/etc/localtime"])
-    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack=stack)
+    taken = ccc_subdomains.taken_subdomains(ccc, {}, except_stack=stack)
     return ccc_resolver.resolve_container(ccc, stack, facts, settings_text=text, last_good=last_good, taken=taken)
 
 

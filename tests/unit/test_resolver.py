@@ -12,6 +12,7 @@ from support.site import deep_merge, sample_ccc
 
 import ccc_pillar  # noqa: E402
 import ccc_resolver  # noqa: E402
+import ccc_subdomains  # noqa: E402
 
 ANA, BOR = "ana.novak@example.org", "bor.kralj@example.org"
 CENE, DARA = "cene.zupan@example.org", "dara.kos@example.org"
@@ -657,7 +658,7 @@ def test_spec_hash_independent_of_other_containers():
 ])
 def test_subdomain_claims_are_refused(stack, http, fragment):
     ccc = site()
-    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack=stack)
+    taken = ccc_subdomains.taken_subdomains(ccc, {}, except_stack=stack)
     result = resolve(stack, ccc=ccc, settings={"FRP_PORTS": {"HTTP": [http]}}, taken=taken)
     assert result["settings_status"] == "rejected"
     assert any(fragment in m for m in result["user_messages"]), result["user_messages"]
@@ -666,7 +667,7 @@ def test_subdomain_claims_are_refused(stack, http, fragment):
 
 def test_own_subdomain_may_be_kept_and_a_free_one_taken():
     ccc = site()
-    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack="ana-main")
+    taken = ccc_subdomains.taken_subdomains(ccc, {}, except_stack="ana-main")
     spec, result = run_spec(ccc=ccc, settings={"FRP_PORTS": {"HTTP": [{"port": 6006, "subdomain": "ana-tb"},
                                                                       {"port": 7007, "subdomain": "ana-free"}]}},
                             taken=taken)
@@ -676,7 +677,7 @@ def test_own_subdomain_may_be_kept_and_a_free_one_taken():
 
 def test_accepted_user_subdomains_count_as_taken():
     ccc = site()
-    taken = ccc_resolver.taken_subdomains(ccc, {"bor-main": {"FRP_PORTS": {"HTTP": [{"port": 80, "subdomain": "bor-web"}]}}},
+    taken = ccc_subdomains.taken_subdomains(ccc, {"bor-main": {"FRP_PORTS": {"HTTP": [{"port": 80, "subdomain": "bor-web"}]}}},
                                             except_stack="ana-main")
     result = resolve(ccc=ccc, settings={"FRP_PORTS": {"HTTP": [{"port": 80, "subdomain": "bor-web"}]}}, taken=taken)
     assert result["settings_status"] == "rejected"

@@ -16,6 +16,7 @@ from support.site import deep_merge, sample_ccc
 
 import ccc_pillar  # noqa: E402
 import ccc_resolver  # noqa: E402
+import ccc_subdomains  # noqa: E402
 import ccc_report  # noqa: E402
 import ccc_schema  # noqa: E402
 import ccc_settings_file  # noqa: E402
@@ -56,7 +57,7 @@ def test_worst_case_file_is_refused_cheaply_and_briefly(name):
     text = WORST_CASES[name]
     assert len(text.encode()) <= ccc_settings_file.MAX_SETTINGS_BYTES
     ccc = sample_ccc("node1")
-    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack=STACK)
+    taken = ccc_subdomains.taken_subdomains(ccc, {}, except_stack=STACK)
     start = time.perf_counter()
     result = resolve(ccc=ccc, settings=text, last_good={"SHM_SIZE": "4g"}, taken=taken)
     report, _ = ccc_report.feedback_report(result, "running, unchanged", "2026-01-01 00:00:00")
@@ -269,7 +270,7 @@ def test_admin_sources_obey_the_same_policy():
 ])
 def test_rejected_file_keeps_only_last_good_keys_that_still_pass(last_good, dropped, fragment):
     ccc = sample_ccc("node1")
-    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack=STACK)
+    taken = ccc_subdomains.taken_subdomains(ccc, {}, except_stack=STACK)
     kept = {"INSTALL_PACKAGES": "htop", "SHM_SIZE": "4g"}
     result = resolve(ccc=ccc, settings={"SHM_SIZE": "10t"}, last_good={**kept, **last_good}, taken=taken)
     assert result["settings_status"] == "rejected" and result["settings_to_store"] is None
@@ -342,7 +343,7 @@ def test_user_record_allowed_nodes_count_too():
 ])
 def test_subdomains_of_extra_nodes_are_reserved_and_taken(subdomain, fragment):
     ccc = extra_node_site()
-    taken = ccc_resolver.taken_subdomains(ccc, {}, except_stack="bor-main")
+    taken = ccc_subdomains.taken_subdomains(ccc, {}, except_stack="bor-main")
     assert "gpu9-ana-tb" in taken and "gpu8-ana-tb" in taken
     http = {"port": 80, "subdomain": subdomain, "subdomain_hostname_prefix": False}
     result = resolve("bor-main", ccc=ccc, settings={"FRP_PORTS": {"HTTP": [http]}}, taken=taken)
