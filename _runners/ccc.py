@@ -23,6 +23,7 @@ import ccc_pillar_watch
 import ccc_redeploy
 import ccc_redeploy_index
 import ccc_rules
+import ccc_safefs
 import ccc_service_health
 import ccc_stack_overview
 import ccc_swarm
@@ -298,7 +299,8 @@ def _pillar_watch(force):
     old_reads = seen.get("reads") if isinstance(seen.get("reads"), dict) else {}
     reads = {minion: reads.get(minion, old_reads.get(minion)) for minion in accepted
              if minion in reads or (minion not in compiled and minion in old_reads)}
-    _write_json(path, {"fingerprint": fingerprint, "digests": digests, "files": files, "reads": reads})
+    watched = {"fingerprint": fingerprint, "digests": digests, "files": files, "reads": reads}
+    ccc_safefs.replace_file(path, json.dumps(watched).encode("utf-8"), 0o600, root=__opts__["cachedir"])
     if concerned:
         log.info("ccc: pillar changed for %s: pillar refreshed, containers reconciled", ", ".join(concerned))
     return {"compiled": True, "minions_compiled": len(compiled), "refreshed": concerned}
@@ -328,14 +330,6 @@ def _read_json(path):
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def _write_json(path, data):
-    """Write ``data`` to ``path`` atomically."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(data, handle)
-    os.replace(temporary, path)
 
 
 def redeploy_status():

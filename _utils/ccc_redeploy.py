@@ -38,6 +38,7 @@ import os
 import re
 
 import ccc_pillar
+import ccc_safefs
 
 # Master config ``ccc_redeploy`` overrides these: at most ``max_applies`` applies per user per
 # ``window`` seconds; a job not returned by all its minions after ``job_timeout`` s counts as ended.
@@ -136,8 +137,9 @@ def open_record(cachedir):
     """The redeploy record ``{"stacks": {stack: entry}, "users": {email: [apply times]},
     "nodes": {minion: entry}, "versions": {stack: [[version, published]]}}`` (``nodes``: full
     reconciles, see ``advance_node``; ``versions``: the settings file versions jobs covered), locked;
-    written back (atomically) when changed, also when the caller failed half-way (a pending mark
-    must not be lost). An unreadable record starts over: the worst is one extra apply."""
+    written back (atomically, ``ccc_safefs.replace_file``) when changed, also when the caller failed
+    half-way (a pending mark must not be lost). An unreadable record starts over: the worst is one
+    extra apply."""
     root = os.path.join(cachedir, "ccc-redeploy")
     os.makedirs(root, mode=0o700, exist_ok=True)
     path = os.path.join(root, "record.json")
@@ -156,10 +158,9 @@ def open_record(cachedir):
         try:
             yield record
         finally:
-            if json.dumps(record, sort_keys=True) != before:
-                with open(path + ".tmp", "w", encoding="utf-8") as handle:
-                    json.dump(record, handle, sort_keys=True)
-                os.replace(path + ".tmp", path)
+            after = json.dumps(record, sort_keys=True)
+            if after != before:
+                ccc_safefs.replace_file(path, after.encode("utf-8"), 0o600, root=cachedir)
 
 
 def gone(entry, returned, now, master):

@@ -1,6 +1,6 @@
 """The one atomic writer (``ccc_safefs.replace_file``) when the write fails part way: the file it
 replaces is left as it was and no temporary file stays behind, for its callers too (the zfs
-role's modprobe file, ``/etc/fstab`` of the nfs_storage role). The failure is real: the writing
+role's modprobe file, ``/etc/fstab`` of the nfs_storage role, the master's redeploy record). The failure is real: the writing
 process runs under a file size limit (``RLIMIT_FSIZE``, SIGXFSZ ignored), so the kernel writes
 part of the data and then refuses the rest with EFBIG, as a disk that fills up would."""
 
@@ -87,3 +87,39 @@ def test_without_the_limit_the_same_write_replaces_the_file(tmp_path):
     assert json.loads(proc.stdout) == "written"
     assert target.read_bytes() == b"new text, longer than the limit\n" * 4
     assert oct(target.stat().st_mode & 0o777) == "0o600" and os.listdir(target.parent) == ["the-file"]
+
+
+REDEPLOY_RECORD = """
+import ccc_redeploy
+try:
+    with ccc_redeploy.open_record(sys.argv[1]) as record:
+        record["stacks"]["ana-main"] = {"pending": True}
+    print(json.dumps("written"))
+except OSError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_the_masters_redeploy_record_is_replaced_whole_or_not_at_all(tmp_path):
+    """The redeploy record (``ccc_redeploy.open_record``) goes through ``replace_file``: a write
+    that fails part way leaves the old record and no temporary file, and a link planted at the
+    fixed temporary name it used to write through (``record.json.tmp``) is never followed."""
+    cachedir = tmp_path / "cache"
+    folder = cachedir / "ccc-redeploy"
+    folder.mkdir(parents=True)
+    record = folder / "record.json"
+    old = json.dumps({"stacks": {}, "users": {}, "nodes": {}, "versions": {}}, sort_keys=True)
+    record.write_text(old)
+    said = run_limited(REDEPLOY_RECORD, cachedir)
+    assert "File too large" in said, said
+    assert record.read_text() == old
+    assert sorted(os.listdir(folder)) == ["lock", "record.json"]
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    (folder / "record.json.tmp").symlink_to(victim)
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + REDEPLOY_RECORD, str(cachedir)], capture_output=True,
+                          text=True, timeout=60)
+    assert json.loads(proc.stdout) == "written", proc.stderr
+    assert json.loads(record.read_text())["stacks"] == {"ana-main": {"pending": True}}
+    assert victim.read_text() == "keep\n"
+    assert oct(record.stat().st_mode & 0o777) == "0o600"

@@ -4,6 +4,7 @@ after an edit to one node's file it compiles that node alone, and a redeploy the
 exactly the nodes the placement names (moves, pins, removed stacks, a new minion)."""
 
 import importlib.util
+import json
 import os
 import pathlib
 import time
@@ -260,3 +261,22 @@ def test_a_watch_already_running_makes_another_return_at_once(master):
         fcntl.flock(lock, fcntl.LOCK_EX)
         assert runner.pillar_watch() == {"compiled": False, "refreshed": [], "busy": True}
     assert compiled == []
+
+
+def test_the_watch_record_is_replaced_through_the_one_atomic_writer(master):
+    """``ccc-pillar-watch.json`` is written by ``ccc_safefs.replace_file`` (a fresh O_EXCL name):
+    a link planted at the fixed temporary name the runner used to write through is never
+    followed, and the record is root's alone."""
+    runner, _, _, compiled, root = master
+    cachedir = pathlib.Path(runner.__opts__["cachedir"])
+    cachedir.mkdir(parents=True, exist_ok=True)
+    victim = root / "victim"
+    victim.write_text("keep\n")
+    (cachedir / "ccc-pillar-watch.json.tmp").symlink_to(victim)
+    assert _watch(runner, compiled)[0] == ["gpu1.lab", "gpu2.lab", "gpu3.lab"]
+    assert victim.read_text() == "keep\n"
+    record = cachedir / "ccc-pillar-watch.json"
+    assert set(json.loads(record.read_text())) == {"fingerprint", "digests", "files", "reads"}
+    assert oct(record.stat().st_mode & 0o777) == "0o600"
+    assert sorted(name for name in os.listdir(cachedir) if "pillar-watch" in name) == [
+        "ccc-pillar-watch.json", "ccc-pillar-watch.json.tmp"]
