@@ -7,7 +7,8 @@ sets to this node's container copies.
 
 import os
 
-import ccc_hostkey_backup
+from salt.exceptions import CommandExecutionError
+
 import ccc_hostkeys
 import ccc_pillar
 
@@ -23,6 +24,8 @@ def backed_up(name, keep=5):
     ``name``: the backup folder (0700). A new ``host-keys-<UTC time>-<digest>.tar`` (0600) is
     written when the shared sets in ``<store>/host-keys`` differ from the newest backup;
     the newest ``keep`` backups are kept. The keys themselves never appear in the output.
+    The files are moved and written by the execution module (``ccc_hostkeys.migrate``,
+    ``ccc_hostkeys.backup``); this state compares and reports.
     """
     ret = {"name": name, "result": True, "changes": {}, "comment": ""}
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
@@ -39,9 +42,9 @@ def backed_up(name, keep=5):
         return ret
     if not __opts__["test"]:
         try:  # sets still at the old place are backed up from the store they belong in
-            moved = ccc_hostkeys.migrate(ccc_hostkeys.store(cluster))
-        except OSError as exc:
-            ret.update(result=False, comment=f"moving the host key sets into the key store failed: {exc}")
+            moved = __salt__["ccc_hostkeys.migrate"]()
+        except CommandExecutionError as exc:
+            ret.update(result=False, comment=str(exc))
             return ret
         if moved:
             ret["changes"]["moved to the key store"] = moved
@@ -49,8 +52,8 @@ def backed_up(name, keep=5):
         ret["comment"] = f"no host key sets in {source} yet (no container deployed): nothing to back up"
         return ret
     try:
-        steps = ccc_hostkey_backup.plan(source, name, keep)
-    except (OSError, ValueError) as exc:
+        steps = __salt__["ccc_hostkeys.backup_plan"](name, keep)
+    except CommandExecutionError as exc:
         ret.update(result=False, comment=f"host key backup: {exc}")
         return ret
     if not steps["write"] and not steps["prune"]:
@@ -62,9 +65,9 @@ def backed_up(name, keep=5):
                    comment=f"would back up {steps['sets']} host key set(s) to {name}")
         return ret
     try:
-        ccc_hostkey_backup.apply(steps, name)
-    except OSError as exc:
-        ret.update(result=False, comment=f"host key backup to {name} failed: {exc}")
+        __salt__["ccc_hostkeys.backup"](name, keep)
+    except CommandExecutionError as exc:
+        ret.update(result=False, comment=str(exc))
         return ret
     ret.update(changes=changes, comment=f"backed up {steps['sets']} host key set(s) to {name}")
     return ret
@@ -75,7 +78,7 @@ def node_copies_current(name):
     ``name``: the node's ``sshd_data`` folder. Key sets still in the
     state dir (``<state_dir>/host-keys``) are moved into ``host_keys:store_dir`` first, when the
     admin set one (``ccc_hostkeys.migrate``). Every stack with a node copy there gets its
-    shared set again when that set changed (``ccc_hostkeys.rotate``), file by file, atomically;
+    shared set again when that set changed (``ccc_hostkeys.refresh``), file by file, atomically;
     a container serves the new keys after its next restart. Stacks are never added here (the
     containers role does that), and nothing changes while the shared storage is away.
     """
@@ -83,13 +86,14 @@ def node_copies_current(name):
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
     try:
         where = ccc_hostkeys.store(cluster)
-        moved = [] if __opts__["test"] else ccc_hostkeys.migrate(where)
-        stale = ccc_hostkeys.outdated(name, where["root"])
     except ValueError as exc:
         ret.update(result=False, comment=f"the host key store cannot be used: {exc}")
         return ret
-    except OSError as exc:
-        ret.update(result=False, comment=f"comparing the node's host keys with the shared sets failed: {exc}")
+    try:
+        moved = [] if __opts__["test"] else __salt__["ccc_hostkeys.migrate"]()
+        stale = __salt__["ccc_hostkeys.outdated"](name)
+    except CommandExecutionError as exc:
+        ret.update(result=False, comment=str(exc))
         return ret
     if moved:
         ret["changes"]["moved to the key store"] = moved
@@ -104,10 +108,10 @@ def node_copies_current(name):
     done = []
     for stack in stale:
         try:
-            if ccc_hostkeys.ensure(name, where, stack):
+            if __salt__["ccc_hostkeys.refresh"](name, stack):
                 done.append(stack)
-        except OSError as exc:
-            ret.update(result=False, comment=f"copying the host keys of {stack} failed: {exc}")
+        except CommandExecutionError as exc:
+            ret.update(result=False, comment=str(exc))
             break
     if done:
         ret["changes"]["refreshed"] = done
