@@ -34,7 +34,8 @@ def config(settings=None):
     """
     if settings is None:
         settings = ccc_role_settings.read("cachefilesd", __pillar__, __salt__["cp.get_file_str"])
-    checked, problems = ccc_cachefilesd.check(settings)
+    schema = ccc_role_settings.schema("cachefilesd", __salt__["cp.get_file_str"])
+    checked, problems = ccc_cachefilesd.check(settings, schema)
     if problems:
         return {"problems": problems, "conf": None, "default": None, "cache_dir": None, "state": None}
     return {"problems": [], "conf": ccc_cachefilesd.conf_text(checked, __grains__["id"]),

@@ -74,6 +74,25 @@ def role_settings(role, defaults=None):
     return ccc_role_settings.merge(role, defaults, _ccc())
 
 
+def role_check(role, settings=None):
+    """
+    ``{"problems": [...]}``: what is wrong with ``role``'s settings by its
+    ``salt://cluster/<role>/schema.yaml`` (``ccc_role_schema``). The role scaffold
+    (``salt/cluster/macros.jinja``) asks this for the roles that have no rules beyond their
+    schema; the others' plan functions run the same check first. ``settings`` default to the
+    role's effective settings on this node.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt-call ccc_cluster.role_check timezone
+    """
+    if settings is None:
+        settings = role_settings(role)
+    return {"problems": ccc_role_settings.problems(role, settings, __salt__["cp.get_file_str"])}
+
+
 def _unit_state(name):
     """One unit's state from ``systemctl show`` (read directly: ``service.status`` says only
     running or not, and ``__salt__`` may pick another service provider on this node)."""

@@ -28,7 +28,8 @@ def jail(settings=None):
     """
     if settings is None:
         settings = ccc_role_settings.read("fail2ban", __pillar__, __salt__["cp.get_file_str"])
-    checked, problems = ccc_fail2ban.check(settings)
+    schema = ccc_role_settings.schema("fail2ban", __salt__["cp.get_file_str"])
+    checked, problems = ccc_fail2ban.check(settings, schema)
     text = None if problems else ccc_fail2ban.jail_text(checked)
     return {"problems": problems, "text": text, "ignore_country": checked.get("ignore_country"),
             "ignore_script": ccc_fail2ban.IGNORE_SCRIPT}

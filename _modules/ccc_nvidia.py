@@ -30,13 +30,12 @@ def plan(settings=None):
     """
     if settings is None:
         settings = ccc_role_settings.read("nvidia", __pillar__, __salt__["cp.get_file_str"])
-    result = {"problems": [], "packages": [], "stale": [], "blacklist": None, "repo": None}
-    for key, rule in (("packages", ccc_nvidia.packages), ("repo", ccc_nvidia.repo),
-                      ("blacklist", lambda s: ccc_nvidia.blacklist_text(s.get("unattended_upgrades_blacklist")))):
-        try:
-            result[key] = rule(settings)
-        except ValueError as exc:
-            result["problems"].append(str(exc))
+    result = {"problems": ccc_role_settings.problems("nvidia", settings, __salt__["cp.get_file_str"]),
+              "packages": [], "stale": [], "blacklist": None, "repo": None}
+    if result["problems"]:
+        return result
+    result.update(packages=ccc_nvidia.packages(settings), repo=ccc_nvidia.repo(settings),
+                  blacklist=ccc_nvidia.blacklist_text(settings["unattended_upgrades_blacklist"]))
     if result["packages"]:
         installed = __salt__["pkg.list_pkgs"]()
         result["stale"] = ccc_nvidia.stale_packages(installed, settings.get("driver_version"), result["packages"])

@@ -7,30 +7,21 @@ kernel default (8192 watches, 128 instances on older kernels) runs out and edito
 noticing changes. Plain Python, no Salt imports.
 """
 
-import ccc_rules
+import ccc_role_schema
 
-KEYS = ("max_user_watches", "max_user_instances", "max_queued_events")
 CONFIG_FILE = "/etc/sysctl.d/60-ccc-inotify.conf"
 
 
-def sysctls(settings):
+def sysctls(settings, schema):
     """
     ``ccc:inotify`` (defaults merged) → ``({sysctl name: value}, problems)`` for the keys that
-    are set (null = leave the kernel's value alone).
+    are set (null = leave the kernel's value alone), by the role's ``schema`` (every key is one
+    ``fs.inotify.*`` sysctl; unknown keys are refused there).
     """
-    wanted, problems = {}, []
-    for key in KEYS:
-        value = settings.get(key)
-        if value is None:
-            continue
-        if not ccc_rules.is_whole(value, 1):
-            problems.append(f"ccc:inotify:{key} must be a whole number >= 1 or null, got {value!r}")
-            continue
-        wanted[f"fs.inotify.{key}"] = value
-    unknown = sorted(set(settings) - set(KEYS))
-    if unknown:
-        problems.append(f"ccc:inotify has unknown keys: {', '.join(unknown)} (known: {', '.join(KEYS)})")
-    return wanted, problems
+    problems = ccc_role_schema.problems("inotify", settings, schema)
+    if problems:
+        return {}, problems
+    return {f"fs.inotify.{key}": value for key, value in settings.items() if value is not None}, []
 
 
 def container_verdict(container, writable):

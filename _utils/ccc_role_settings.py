@@ -12,6 +12,7 @@ another of ours back through ``__salt__`` for them. Salt-side only (raises
 import yaml
 
 import ccc_pillar
+import ccc_role_schema
 import ccc_roles
 from salt.exceptions import CommandExecutionError
 
@@ -39,15 +40,30 @@ def merge(role, defaults, ccc):
     return ccc_pillar.deep_merge(defaults or {}, override)
 
 
+def _file(name, what, get_file_str):
+    url = f"salt://cluster/{name}/{what}"
+    text = get_file_str(url)
+    if not text:
+        raise CommandExecutionError(f"{url} is not on the file server")
+    return yaml.safe_load(text)
+
+
+def schema(role, get_file_str):
+    """The role's ``salt://cluster/<role>/schema.yaml`` (``ccc_role_schema``), read from the
+    file server as plain data (never rendered)."""
+    return _file(_name(role), "schema.yaml", get_file_str)
+
+
+def problems(role, settings, get_file_str):
+    """What is wrong with ``settings`` of ``role`` by its schema (``ccc_role_schema.problems``)."""
+    return ccc_role_schema.problems(_name(role), settings, schema(role, get_file_str))
+
+
 def read(role, pillar, get_file_str):
     """The settings of ``role`` with its defaults read from the file server (``get_file_str`` is
     Salt's ``cp.get_file_str``) and the node's whole ``pillar``."""
     name = _name(role)
-    url = f"salt://cluster/{name}/defaults.yaml"
-    text = get_file_str(url)
-    if not text:
-        raise CommandExecutionError(f"{url} is not on the file server")
-    return merge(name, yaml.safe_load(text), ccc_pillar.pillar_ccc(pillar))
+    return merge(name, _file(name, "defaults.yaml", get_file_str), ccc_pillar.pillar_ccc(pillar))
 
 
 def selection(pillar):

@@ -6,7 +6,7 @@ the install itself runs for real on a test node with stand-in OFED packages: tes
 
 import pytest
 
-from support import site
+from support import role_files, site
 
 import ccc_mellanox
 
@@ -14,26 +14,28 @@ KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----\nmQINBFake\n-----END PGP PUBLIC KEY 
 SOURCE = "deb [signed-by=/etc/apt/keyrings/mlnx.asc] https://linux.mellanox.com/public/repo/mlnx_ofed/latest/debian12.1/amd64 ./"
 SETTINGS = {"repositories": {"mlnx": {"source": SOURCE, "key": KEY}}, "packages": ["mlnx-ofed-all", "mlnx-fw-updater"],
             "conflicting_packages": ["libibverbs1", "librdmacm1", "openmpi-bin"], "service": "openibd"}
+SCHEMA = role_files.schema("mellanox")
 
 
 def test_conflicting_packages_go_only_while_ofed_is_not_installed():
-    before = ccc_mellanox.plan(SETTINGS, ofed_installed=False)
+    before = ccc_mellanox.plan(SETTINGS, ofed_installed=False, schema=SCHEMA)
     assert before["problems"] == [] and before["remove"] == ["libibverbs1", "librdmacm1", "openmpi-bin"]
     assert before["repositories"]["mlnx"]["file"] == "/etc/apt/sources.list.d/ccc-mellanox-mlnx.list"
-    assert ccc_mellanox.plan(SETTINGS, ofed_installed=True)["remove"] == []
-    assert ccc_mellanox.plan(dict(SETTINGS, conflicting_packages=[]), ofed_installed=False)["remove"] == []
+    assert ccc_mellanox.plan(SETTINGS, ofed_installed=True, schema=SCHEMA)["remove"] == []
+    none = dict(SETTINGS, conflicting_packages=[])
+    assert ccc_mellanox.plan(none, ofed_installed=False, schema=SCHEMA)["remove"] == []
 
 
 @pytest.mark.parametrize("change, problem", [
-    ({"packages": []}, "ccc:mellanox:packages is empty"),
-    ({"packages": ["mlnx-ofed-all; reboot"]}, "ccc:mellanox:packages must be a list of Debian package names"),
+    ({"packages": []}, "ccc:mellanox:packages must be a non-empty list of Debian package names"),
+    ({"packages": ["mlnx-ofed-all; reboot"]}, "ccc:mellanox:packages: 'mlnx-ofed-all; reboot' is not a Debian"),
     ({"conflicting_packages": ["mlnx-ofed-all"]}, "mlnx-ofed-all both installed and removed"),
     ({"repositories": {"mlnx": {"source": SOURCE.replace("mlnx.asc", "other.asc"), "key": KEY}}}, "source must be one line"),
     ({"repositories": {"mlnx": {"source": SOURCE, "key": "not a key"}}}, "key must be the ASCII-armored public key"),
     ({"service": "openibd; reboot"}, "ccc:mellanox:service must be a unit name"),
 ])
 def test_bad_pillars_are_named(change, problem):
-    assert any(problem in text for text in ccc_mellanox.plan(dict(SETTINGS, **change), False)["problems"])
+    assert any(problem in text for text in ccc_mellanox.plan(dict(SETTINGS, **change), False, SCHEMA)["problems"])
 
 
 @pytest.fixture(scope="module")
@@ -71,4 +73,5 @@ def test_not_named_it_is_skipped_and_a_bad_pillar_fails_clearly(node1):
     states = _states(node1)
     assert states["ccc-cluster-mellanox-settings"]["result"] is False
     assert states["ccc-cluster-mellanox-settings"]["comment"] == (
-        "ccc:mellanox is not valid, nothing changed: ccc:mellanox:packages is empty: nothing to install")
+        "ccc:mellanox is not valid, nothing changed: ccc:mellanox:packages must be a non-empty list of Debian "
+        "package names (nothing to install otherwise), got []")

@@ -15,6 +15,7 @@ from support.scripts import REPO, load_module
 
 import ccc_agents  # noqa: E402
 import ccc_fan_config  # noqa: E402
+import ccc_role_schema  # noqa: E402
 import ccc_superfan_gpu  # noqa: E402
 
 AGENTS = {path.name: path.read_text() for path in (REPO / "agents").glob("*.py")}
@@ -106,8 +107,10 @@ def test_services_for_status():
 
 def test_role_keys_are_checked_before_they_reach_a_shell_command():
     defaults = yaml.safe_load((REPO / "salt" / "cluster" / "superfan_gpu" / "defaults.yaml").read_text())
-    assert ccc_superfan_gpu.problems(defaults["superfan_gpu"]) == []
-    assert ccc_superfan_gpu.problems({"packages": "ipmitool", "kernel_modules": ["ipmi_si", "x; reboot", 3]}) == [
+    schema = yaml.safe_load((REPO / "salt" / "cluster" / "superfan_gpu" / "schema.yaml").read_text())
+    assert ccc_role_schema.problems("superfan_gpu", defaults["superfan_gpu"], schema) == []
+    wrong = {"packages": "ipmitool", "kernel_modules": ["ipmi_si", "x; reboot", 3]}
+    assert ccc_role_schema.problems("superfan_gpu", wrong, schema) == [
         "ccc:fans:packages must be a list, got 'ipmitool'",
         "ccc:fans:kernel_modules: 'x; reboot' is not a kernel module name (letters, digits, _ and -)",
         "ccc:fans:kernel_modules: 3 is not a kernel module name (letters, digits, _ and -)"]

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from support import fail2ban_check, site  # noqa: F401  (site puts _utils on sys.path)
+from support import fail2ban_check, role_files, site  # noqa: F401  (site puts _utils on sys.path)
 
 import ccc_fail2ban
 
@@ -21,12 +21,15 @@ DEFAULTS = {"sshd_enabled": True, "port": "ssh", "backend": "systemd", "ignoreip
             "maxretry": 3, "findtime": 60, "bantime": 600, "ignore_country": None}
 
 
+SCHEMA = role_files.schema("fail2ban")
+
+
 def settings(**changes):
     return dict(DEFAULTS, **changes)
 
 
 def test_defaults_pass_and_networks_are_normalised():
-    jail, problems = ccc_fail2ban.check(settings(ignoreip="127.0.0.1/8 ::1, 10.1.2.3 192.168.10.7/24"))
+    jail, problems = ccc_fail2ban.check(settings(ignoreip="127.0.0.1/8 ::1, 10.1.2.3 192.168.10.7/24"), SCHEMA)
     assert problems == []
     assert jail["ignoreip"] == ["127.0.0.0/8", "::1/128", "10.1.2.3/32", "192.168.10.0/24"]
 
@@ -45,12 +48,12 @@ def test_defaults_pass_and_networks_are_normalised():
     ("backend", "gamin", "backend must be one of"),
 ])
 def test_wrong_values_are_named(key, value, words):
-    _, problems = ccc_fail2ban.check(settings(**{key: value}))
+    _, problems = ccc_fail2ban.check(settings(**{key: value}), SCHEMA)
     assert len(problems) == 1 and words in problems[0]
 
 
 def test_forever_bans_and_country_codes_are_accepted():
-    jail, problems = ccc_fail2ban.check(settings(bantime=-1, ignore_country="si", port=2222))
+    jail, problems = ccc_fail2ban.check(settings(bantime=-1, ignore_country="si", port=2222), SCHEMA)
     assert problems == []
     assert (jail["bantime"], jail["ignore_country"], jail["port"]) == (-1, "SI", "2222")
     assert f"ignorecommand = {ccc_fail2ban.IGNORE_SCRIPT} <ip> SI\n" in ccc_fail2ban.jail_text(jail)
@@ -58,7 +61,7 @@ def test_forever_bans_and_country_codes_are_accepted():
 
 def test_fail2ban_reads_the_jail_as_written(tmp_path):
     jail, _ = ccc_fail2ban.check(settings(ignoreip=["127.0.0.1/8", "192.168.10.0/24"], maxretry=5, findtime=600,
-                                          bantime=3600, ignore_country="SI"))
+                                          bantime=3600, ignore_country="SI"), SCHEMA)
     config = fail2ban_check.config_with_jail(tmp_path, ccc_fail2ban.jail_text(jail))
     checked = fail2ban_check.client(config, "-t")
     assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -6,7 +6,7 @@ the culling thresholds an admin gets refused."""
 
 import pytest
 
-from support import site  # noqa: F401  (puts _utils on sys.path)
+from support import role_files, site  # noqa: F401  (site puts _utils on sys.path)
 
 import ccc_cachefilesd
 import ccc_nfs
@@ -132,10 +132,11 @@ def test_missing_for_only_what_a_deploy_uses():
 
 CACHE = {"cache_dir": "/data/nfs-cache", "brun": "10%", "bcull": 7, "bstop": "3", "frun": 10, "fcull": 7, "fstop": 3,
          "daemon_opts": ""}
+CACHE_SCHEMA = role_files.schema("cachefilesd")
 
 
 def test_cachefilesd_config_text():
-    checked, problems = ccc_cachefilesd.check(CACHE)
+    checked, problems = ccc_cachefilesd.check(CACHE, CACHE_SCHEMA)
     assert problems == []
     assert ccc_cachefilesd.conf_text(checked, "gpu1").splitlines()[1:] == [
         "dir /data/nfs-cache", "tag gpu1-cache", "brun 10%", "bcull 7%", "bstop 3%", "frun 10%", "fcull 7%", "fstop 3%"]
@@ -143,14 +144,14 @@ def test_cachefilesd_config_text():
 
 
 @pytest.mark.parametrize("change, expected", [
-    ({"brun": 101}, "ccc:cachefilesd:brun must be 0..99 %, got 101"),
-    ({"fstop": "-1%"}, "ccc:cachefilesd:fstop must be a percentage 0..100, got '-1%'"),
-    ({"bcull": True}, "ccc:cachefilesd:bcull must be a percentage 0..100, got True"),
+    ({"brun": 101}, "ccc:cachefilesd:brun must be a percentage 0..99 (10, \"10\" or \"10%\"), got 101"),
+    ({"fstop": "-1%"}, "ccc:cachefilesd:fstop must be a percentage 0..99 (10, \"10\" or \"10%\"), got '-1%'"),
+    ({"bcull": True}, "ccc:cachefilesd:bcull must be a percentage 0..99 (10, \"10\" or \"10%\"), got True"),
     ({"bcull": 10}, "ccc:cachefilesd: brun > bcull > bstop is required, got 10% > 10% > 3%"),
     ({"fstop": 8}, "ccc:cachefilesd: frun > fcull > fstop is required, got 10% > 7% > 8%"),
     ({"cache_dir": "cache"}, "ccc:cachefilesd:cache_dir must be an absolute folder other than /, got 'cache'"),
     ({"daemon_opts": "-s; rm -rf /"}, "ccc:cachefilesd:daemon_opts must be plain daemon options"),
 ])
 def test_cachefilesd_refuses_bad_thresholds(change, expected):
-    problems = ccc_cachefilesd.check(dict(CACHE, **change))[1]
+    problems = ccc_cachefilesd.check(dict(CACHE, **change), CACHE_SCHEMA)[1]
     assert len(problems) == 1 and problems[0].startswith(expected)

@@ -103,8 +103,8 @@ def test_wrong_settings_fail_clearly_and_write_nothing(rendered):
     states = {key.split("_|-")[1]: value for key, value in output.items()}
     assert code != 0
     assert states["ccc-cluster-fail2ban-settings"]["comment"] == (
-        "ccc:fail2ban is not valid, nothing changed: maxretry must be a whole number >= 1 (seconds for times), "
-        "got 'many'; ignoreip: '10.0.0.300' is not an IP address or network (e.g. 10.0.0.0/8, ::1)")
+        "ccc:fail2ban is not valid, nothing changed: ccc:fail2ban:ignoreip: '10.0.0.300' is not an IP address or "
+        "network (e.g. 10.0.0.0/8, ::1); ccc:fail2ban:maxretry must be a whole number >= 1, got 'many'")
     assert "max_user_watches must be a whole number >= 1 or null, got -5" in states["ccc-cluster-inotify-settings"]["comment"]
     assert "driver branch such as 550" in states["ccc-cluster-nvidia-settings"]["comment"]
     assert not [key for key in states if key.startswith(("ccc-cluster-fail2ban-jail", "ccc-cluster-nvidia-packages",

@@ -3,19 +3,10 @@
     the cache folder and the service (state: stopped, the original's cachefilesd_state: stopped and
     disabled instead). Without the kernel's cachefiles module the daemon cannot run: the package and config are set and the role fails saying so. Nothing is written while a setting is wrong. #}
 {%- from tpldir ~ "/map.jinja" import cachefilesd with context %}
-{%- if salt['ccc_cluster.role_enabled']('cachefilesd') %}
-{%-   set config = salt['ccc_cachefilesd.config'](cachefilesd) %}
-{%-   if config.problems %}
-ccc-cluster-cachefilesd-settings:
-  test.configurable_test_state:
-    - changes: false
-    - result: false
-    - allow_test_mode_failure: true
-    - name: ccc:cachefilesd
-    - comment: {{ ("ccc:cachefilesd is not valid, nothing changed: " ~ config.problems | join("; ")) | json }}
-{%-   else %}
-{%-     set stopped = config.state == "stopped" %}
-{%-     set no_kernel = not stopped and salt['ccc_cachefilesd.kernel_support']() %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(config) role("cachefilesd", cachefilesd, salt["ccc_cachefilesd.config"]) %}
+{%- set stopped = config.state == "stopped" %}
+{%- set no_kernel = not stopped and salt['ccc_cachefilesd.kernel_support']() %}
 ccc-cluster-cachefilesd-package:
   pkg.installed:
     - name: cachefilesd
@@ -48,7 +39,7 @@ ccc-cluster-cachefilesd-default:
     - require:
       - pkg: ccc-cluster-cachefilesd-package
 
-{%-     if stopped %}
+{%- if stopped %}
 
 ccc-cluster-cachefilesd-nofile:
   file.absent:
@@ -60,7 +51,7 @@ ccc-cluster-cachefilesd-service:
     - enable: false
     - require:
       - pkg: ccc-cluster-cachefilesd-package
-{%-     else %}
+{%- else %}
 
 ccc-cluster-cachefilesd-nofile:
   file.managed:
@@ -68,9 +59,9 @@ ccc-cluster-cachefilesd-nofile:
     - contents: "# Managed by ccc-salt (cluster role cachefilesd): FS-cache keeps many files open\n* soft nofile 64000\n"
     - mode: "0644"
     - makedirs: true
-{%-     endif %}
+{%- endif %}
 
-{%-     if no_kernel %}
+{%- if no_kernel %}
 
 ccc-cluster-cachefilesd-service:
   service.enabled:
@@ -86,7 +77,7 @@ ccc-cluster-cachefilesd-kernel:
     - allow_test_mode_failure: false
     - name: cachefilesd not started
     - comment: {{ ("cachefilesd is installed, configured and enabled, but not started: " ~ no_kernel) | json }}
-{%-     elif not stopped %}
+{%- elif not stopped %}
 
 ccc-cluster-cachefilesd-service:
   service.running:
@@ -98,10 +89,5 @@ ccc-cluster-cachefilesd-service:
       - pkg: ccc-cluster-cachefilesd-package
       - file: ccc-cluster-cachefilesd-conf
       - file: ccc-cluster-cachefilesd-default
-{%-     endif %}
-{%-   endif %}
-{%- else %}
-ccc-cluster-cachefilesd-off:
-  test.succeed_without_changes:
-    - name: role cachefilesd is off for this node (ccc:roles, ccc:only_roles)
 {%- endif %}
+{%- endcall %}

@@ -2,34 +2,25 @@
     is written while a value is wrong), the optional never-ban-my-country check, and the service,
     restarted only when its config changed. #}
 {%- from tpldir ~ "/map.jinja" import fail2ban with context %}
-{%- if salt['ccc_cluster.role_enabled']('fail2ban') %}
-{%-   set jail = salt['ccc_fail2ban.jail'](fail2ban) %}
-{%-   if jail.problems %}
-ccc-cluster-fail2ban-settings:
-  test.configurable_test_state:
-    - changes: false
-    - result: false
-    - allow_test_mode_failure: true
-    - name: ccc:fail2ban
-    - comment: {{ ("ccc:fail2ban is not valid, nothing changed: " ~ jail.problems | join("; ")) | json }}
-{%-   else %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(jail) role("fail2ban", fail2ban, salt["ccc_fail2ban.jail"]) %}
 ccc-cluster-fail2ban-package:
   pkg.installed:
     - name: fail2ban
-{%-     if fail2ban.version %}
+{%- if fail2ban.version %}
     - version: {{ fail2ban.version | string | json }}
-{%-     endif %}
-{%-     if fail2ban.backend == 'systemd' %}
+{%- endif %}
+{%- if fail2ban.backend == 'systemd' %}
 
 ccc-cluster-fail2ban-journal-reader:
   pkg.installed:
     - name: python3-systemd
     - require_in:
       - service: ccc-cluster-fail2ban-service
-{%-     endif %}
+{%- endif %}
 
 ccc-cluster-fail2ban-ignore-country:
-{%-     if jail.ignore_country %}
+{%- if jail.ignore_country %}
   pkg.installed:
     - pkgs: [geoip-bin, geoip-database]
   file.managed:
@@ -41,10 +32,10 @@ ccc-cluster-fail2ban-ignore-country:
     - makedirs: true
     - require:
       - pkg: ccc-cluster-fail2ban-ignore-country
-{%-     else %}
+{%- else %}
   file.absent:
     - name: {{ jail.ignore_script | json }}
-{%-     endif %}
+{%- endif %}
     - require_in:
       - file: ccc-cluster-fail2ban-jail
 
@@ -66,9 +57,4 @@ ccc-cluster-fail2ban-service:
       - pkg: ccc-cluster-fail2ban-package
     - watch:
       - file: ccc-cluster-fail2ban-jail
-{%-   endif %}
-{%- else %}
-ccc-cluster-fail2ban-off:
-  test.succeed_without_changes:
-    - name: role fail2ban is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}

@@ -2,28 +2,19 @@
     conflicting RDMA packages removed first while OFED is not installed (only those pillar lists),
     the OFED packages, and openibd restarted only when they changed. Never a reboot. #}
 {%- from tpldir ~ "/map.jinja" import mellanox with context %}
-{%- if salt['ccc_cluster.role_enabled']('mellanox') %}
-{%-   set plan = salt['ccc_mellanox.plan'](mellanox) %}
-{%-   if plan.problems %}
-ccc-cluster-mellanox-settings:
-  test.configurable_test_state:
-    - changes: false
-    - result: false
-    - allow_test_mode_failure: true
-    - name: ccc:mellanox
-    - comment: {{ ("ccc:mellanox is not valid, nothing changed: " ~ plan.problems | join("; ")) | json }}
-{%-   else %}
-{%-     for name, repo in plan.repositories.items() %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("mellanox", mellanox, salt["ccc_mellanox.plan"]) %}
+{%- for name, repo in plan.repositories.items() %}
 ccc-cluster-mellanox-repo-key-{{ name }}:
   file.managed:
     - name: {{ repo.keyring | json }}
     - mode: "0644"
     - makedirs: true
-{%-       if repo.key.startswith('salt://') %}
+{%-   if repo.key.startswith('salt://') %}
     - source: {{ repo.key | json }}
-{%-       else %}
+{%-   else %}
     - contents_pillar: ccc:mellanox:repositories:{{ name }}:key
-{%-       endif %}
+{%-   endif %}
 
 ccc-cluster-mellanox-repo-{{ name }}:
   pkgrepo.managed:
@@ -37,7 +28,7 @@ ccc-cluster-mellanox-repo-{{ name }}:
       - pkg: ccc-cluster-mellanox-packages
 
 {%      endfor %}
-{%-     if plan.remove %}
+{%- if plan.remove %}
 ccc-cluster-mellanox-conflicting-packages:
   pkg.removed:
     - pkgs: {{ plan.remove | json }}
@@ -48,7 +39,7 @@ ccc-cluster-mellanox-conflicting-packages:
 ccc-cluster-mellanox-packages:
   pkg.installed:
     - pkgs: {{ plan.packages | json }}
-{%-     if plan.service %}
+{%- if plan.service %}
 
 ccc-cluster-mellanox-service-restart:
   module.run:
@@ -56,10 +47,5 @@ ccc-cluster-mellanox-service-restart:
       - name: {{ plan.service | json }}
     - onchanges:
       - pkg: ccc-cluster-mellanox-packages
-{%-     endif %}
-{%-   endif %}
-{%- else %}
-ccc-cluster-mellanox-off:
-  test.succeed_without_changes:
-    - name: role mellanox is off for this node (ccc:roles, ccc:only_roles names it to run it)
 {%- endif %}
+{%- endcall %}

@@ -3,16 +3,8 @@
     loaded now and at boot, /etc/ccc/fan-controller.yaml from pillar ccc:fans; restarted when
     the code, its python, the configuration or the unit changes. #}
 {%- from tpldir ~ "/map.jinja" import superfan_gpu with context %}
-{%- set problems = salt['ccc_superfan_gpu.problems'](superfan_gpu) %}
-{%- if salt['ccc_cluster.role_enabled']('superfan_gpu') and problems %}
-ccc-cluster-superfan_gpu-settings:
-  test.configurable_test_state:
-    - changes: false
-    - result: false
-    - allow_test_mode_failure: true
-    - name: ccc:fans
-    - comment: {{ ("ccc:fans is not valid, nothing changed: " ~ problems | join("; ")) | json }}
-{%- elif salt['ccc_cluster.role_enabled']('superfan_gpu') %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("superfan_gpu", superfan_gpu, key="fans") %}
 include:
   - cluster.agents
 
@@ -28,7 +20,7 @@ ccc-cluster-superfan_gpu-modules-load:
     - user: root
     - group: root
     - mode: "0644"
-{%-   for module in superfan_gpu.kernel_modules %}
+{%- for module in superfan_gpu.kernel_modules %}
 
 {#- Loaded now (at boot: systemd-modules-load reads the file above). A node that cannot load it
     (no such module for its kernel, or a container without the host's /lib/modules) fails this
@@ -37,7 +29,7 @@ ccc-cluster-superfan_gpu-module-{{ module }}:
   cmd.run:
     - name: {{ ("modprobe " ~ module ~ " || { echo 'cannot load the kernel module " ~ module ~ ": without it the fan controller has no /dev/ipmi0 and cannot reach the BMC' >&2; exit 1; }") | json }}
     - unless: test -d /sys/module/{{ module }}
-{%-   endfor %}
+{%- endfor %}
 
 ccc-cluster-superfan_gpu-config:
   file.managed:
@@ -68,8 +60,4 @@ ccc-cluster-superfan_gpu-service:
       - sls: cluster.agents
       - file: ccc-cluster-superfan_gpu-config
       - file: ccc-cluster-superfan_gpu-unit
-{%- else %}
-ccc-cluster-superfan_gpu-off:
-  test.succeed_without_changes:
-    - name: role superfan_gpu is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}
