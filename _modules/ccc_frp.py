@@ -8,7 +8,6 @@ import ccc_frp_client
 import ccc_pillar
 import ccc_role_settings
 import ccc_secrets
-from salt.exceptions import CommandExecutionError
 
 __virtualname__ = "ccc_frp"
 
@@ -30,8 +29,9 @@ def _present(path):
 
 def client_specs(settings=None):
     """
-    The spec of every frpc container this node runs (``ccc:frp_client``; ``settings``: the role's
-    merged settings, as the role's ``map.jinja`` has them). Secrets appear as pillar paths only.
+    The frpc containers this node runs: ``{"problems": [...], "specs": [...]}``, the spec of each
+    (``ccc:frp_client``; ``settings``: the role's merged settings, as the role's ``map.jinja`` has
+    them), none while ``problems`` is not empty. Secrets appear as pillar paths only.
 
     CLI Example:
 
@@ -41,7 +41,7 @@ def client_specs(settings=None):
     """
     if settings is None:
         settings = ccc_role_settings.read("frp_client", __pillar__, __salt__["cp.get_file_str"])
-    try:
-        return ccc_frp_client.container_specs(settings, __grains__["id"], _present)
-    except ValueError as exc:
-        raise CommandExecutionError(str(exc)) from exc
+    problems = ccc_frp_client.check(settings, ccc_role_settings.schema("frp_client", __salt__["cp.get_file_str"]))
+    if problems:
+        return {"problems": problems, "specs": []}
+    return {"problems": [], "specs": ccc_frp_client.container_specs(settings, __grains__["id"], _present)}

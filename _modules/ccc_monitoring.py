@@ -47,7 +47,7 @@ def plan(settings=None):
     Show what the monitoring_agent role runs here: which node_exporter (``package``,
     ``container`` or none), whether the GPU exporter and the FRP forwarder run, the address both
     exporters listen on, the packaged exporter's ``/etc/default`` text and the container specs.
-    ``problem`` names a setting that cannot work (the role then changes nothing).
+    ``problems`` names a setting that cannot work (the role then changes nothing).
 
     CLI Example:
 
@@ -58,7 +58,7 @@ def plan(settings=None):
     settings = _settings(settings)
     ccc = ccc_pillar.pillar_ccc(__pillar__)
     node = ccc_pillar.node_settings(ccc, __grains__["id"])
-    result = {"problem": None, "engine": _engine_reachable(node["docker_url"]),
+    result = {"problems": [], "engine": _engine_reachable(node["docker_url"]),
               "node_exporter_name": (settings.get("node_exporter") or {}).get("container_name"),
               "forwarder_name": (settings.get("forwarder") or {}).get("name")}
     try:
@@ -72,7 +72,7 @@ def plan(settings=None):
         if result["forwarder"]:
             result["forwarder_spec"] = ccc_monitoring.forwarder_spec(settings, result, node["name"])
     except (ValueError, KeyError, TypeError) as exc:
-        result["problem"] = f"ccc:monitoring is not usable, nothing changed: {exc}"
+        result["problems"] = [str(exc)]
     return result
 
 

@@ -33,7 +33,7 @@ def __virtual__():
 
 def _settings(settings):
     settings = ccc_role_settings.read("swarm", __pillar__, __salt__["cp.get_file_str"]) if settings is None else ccc_pillar.plain(settings)
-    errors = ccc_swarm.settings_errors(settings)
+    errors = ccc_role_settings.problems("swarm", settings, __salt__["cp.get_file_str"])
     if errors:
         raise CommandExecutionError("; ".join(errors))
     return settings

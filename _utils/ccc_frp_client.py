@@ -10,66 +10,52 @@ reads, ``ccc_docker_api``); the token and the basic-auth credentials reach frpc 
 (never in ``docker inspect``).
 """
 
-import re
-
 import ccc_frp
+import ccc_role_schema
 
 ROLE = "frp_client"
 LOG_TARGET = "/var/log/frpc"
-LOG_LEVELS = ("trace", "debug", "info", "warn", "error")
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def check(settings, schema):
+    """What is wrong with ``ccc:frp_client`` by the role's ``schema``, and then what the schema
+    cannot say: a container name used by two entries."""
+    problems = ccc_role_schema.problems(ROLE, settings, schema)
+    if problems:
+        return problems
+    names = [entry["container_name"] for entry in settings.get("networks") or []]
+    return [f"ccc:frp_client:networks[{index}]: container_name {name} is used twice"
+            for index, name in enumerate(names) if name in names[:index]]
 
 
 def watched(settings):
-    """The checked ``networks`` entries: ``{network, container_name, log_name}`` each
-    (``ValueError`` naming the entry for a missing or clashing name)."""
-    entries, names = [], set()
-    for index, item in enumerate((settings or {}).get("networks") or []):
-        where = f"ccc:frp_client:networks[{index}]"
-        if not isinstance(item, dict):
-            raise ValueError(f"{where} must be a mapping with network and container_name")
-        network, name = item.get("network"), item.get("container_name")
-        for key, value in (("network", network), ("container_name", name)):
-            if not isinstance(value, str) or not SAFE_NAME.match(value):
-                raise ValueError(f"{where}: {key} must be a Docker name (letters, digits, _ . -)")
-        log_name = item.get("log_name") or f"{name}.log"
-        if not SAFE_NAME.match(str(log_name)):
-            raise ValueError(f"{where}: log_name must be a plain file name")
-        if name in names:
-            raise ValueError(f"{where}: container_name {name} is used twice")
-        names.add(name)
-        entries.append({"network": network, "container_name": name, "log_name": str(log_name)})
-    return entries
+    """The ``networks`` entries as ``{network, container_name, log_name}`` (``log_name``
+    defaults to ``<container_name>.log``); entries that are no mapping are left out."""
+    return [{"network": item.get("network"), "container_name": item.get("container_name"),
+             "log_name": str(item.get("log_name") or f"{item.get('container_name')}.log")}
+            for item in (settings or {}).get("networks") or [] if isinstance(item, dict)]
 
 
 def container_specs(settings, node_id, present):
     """
-    The spec of each frpc container on node ``node_id``: server, prefix (= the node name), log
-    file and network in env; the token and every ``ccc_frp.AUTH`` credential ``present`` finds as
-    secret env; the log folder bound, the Docker API through the ``frpc`` allowlist; restart always.
+    The spec of each frpc container on node ``node_id`` for settings that passed ``check``:
+    server, prefix (= the node name), log file and network in env; the token and every
+    ``ccc_frp.AUTH`` credential ``present`` finds as secret env; the log folder bound, the Docker
+    API through the ``frpc`` allowlist; restart always.
     """
-    settings = settings or {}
-    server, port = settings.get("server_address"), settings.get("server_port")
-    if not isinstance(server, str) or not server:
-        raise ValueError("ccc:frp_client:server_address must be set (the frps host)")
-    if isinstance(port, bool) or not str(port).isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"ccc:frp_client:server_port must be a port number, not {port!r}")
-    level = settings.get("log_level") or "info"
-    if level not in LOG_LEVELS:
-        raise ValueError(f"ccc:frp_client:log_level must be one of {', '.join(LOG_LEVELS)}")
     extra = {str(key): str(value) for key, value in (settings.get("env") or {}).items()}
     secret_env = ccc_frp.frpc_secret_env(present)
     specs = []
     for entry in watched(settings):
         env = {**extra,
-               "FRPC_SERVER_ADDRESS": server, "FRPC_SERVER_PORT": str(int(port)), "FRPC_PREFIX": str(node_id),
-               "FRPC_LOGFILE": f"{LOG_TARGET}/{entry['log_name']}", "FRPC_LOG_LEVEL": level,
-               "FRPC_NETWORK": entry["network"]}
+               "FRPC_SERVER_ADDRESS": settings["server_address"], "FRPC_SERVER_PORT": str(int(settings["server_port"])),
+               "FRPC_PREFIX": str(node_id), "FRPC_LOGFILE": f"{LOG_TARGET}/{entry['log_name']}",
+               "FRPC_LOG_LEVEL": settings["log_level"], "FRPC_NETWORK": entry["network"]}
         specs.append({
-            "name": entry["container_name"], "image": settings.get("image") or "lukacu/frpc:latest", "role": ROLE,
+            "name": entry["container_name"], "image": settings["image"], "role": ROLE,
             "env": env, "secret_env": dict(secret_env),
             "networks": [{"name": entry["network"], "aliases": []}],
-            "binds": [{"source": settings.get("log_dir") or LOG_TARGET, "target": LOG_TARGET, "read_only": False}],
+            "binds": [{"source": settings["log_dir"], "target": LOG_TARGET, "read_only": False}],
             "docker_api": "frpc",
             "restart": "always",
         })
@@ -78,8 +64,4 @@ def container_specs(settings, node_id, present):
 
 def services(settings, node_id):
     """The containers the role runs on a node with these settings (for ``salt-run ccc.status``)."""
-    try:
-        entries = watched(settings)
-    except ValueError:
-        return []
-    return [{"kind": "container", "name": entry["container_name"], "role": ROLE} for entry in entries]
+    return [{"kind": "container", "name": entry["container_name"], "role": ROLE} for entry in watched(settings)]

@@ -112,6 +112,8 @@ def describe(spec):
             word = FORMATS[spec["format"]][1]
         elif kind == "string" and "pattern" in spec:
             word = f"a string matching {spec['pattern']}"
+        elif kind == "list" and spec.get("min_items"):
+            word = "a non-empty list" if spec["min_items"] == 1 else f"a list of at least {spec['min_items']} items"
         words.append(word)
     words += [repr(v) for v in spec.get("also", ())]
     return " or ".join(words) or "a value"
@@ -137,26 +139,29 @@ def _fits(value, spec):
     return not (isinstance(value, list) and len(value) < spec.get("min_items", 0))
 
 
-def _check(path, value, spec, found, item=False):
+def _check(path, value, spec, found, item=False, require=True):
     if not _fits(value, spec):
         found.append(f"{path}: {value!r} is not {describe(spec)}" if item
                      else f"{path} must be {describe(spec)}, got {value!r}")
         return
     if isinstance(value, list) and "items" in spec:
-        for entry in value:
-            _check(path, entry, spec["items"], found, item=True)
+        for index, entry in enumerate(value):
+            if isinstance(entry, dict) and _fits(entry, spec["items"]):
+                _check_mapping(f"{path}[{index}]", entry, spec["items"], found, require)
+            else:
+                _check(path, entry, spec["items"], found, item=True, require=require)
     if isinstance(value, dict):
-        _check_mapping(path, value, spec, found)
+        _check_mapping(path, value, spec, found, require)
 
 
-def _check_mapping(path, value, spec, found):
+def _check_mapping(path, value, spec, found, require):
     keys = spec.get("keys") or {}
-    for key in spec.get("required", ()):
+    for key in spec.get("required", ()) if require else ():
         if value.get(key) is None:
             found.append(f"{path}:{key} is required: {describe(keys.get(key, {}))}")
     for key, child in keys.items():
         if value.get(key) is not None or (key in value and not _fits(None, child)):
-            _check(f"{path}:{key}", value.get(key), child, found)
+            _check(f"{path}:{key}", value.get(key), child, found, require=require)
     unknown = [key for key in value if key not in keys]
     if unknown and spec.get("unknown") == "refuse":
         found.append(f"{path} has unknown keys: {', '.join(map(str, unknown))} (known: {', '.join(keys)})")
@@ -164,17 +169,19 @@ def _check_mapping(path, value, spec, found):
         if "names" in spec and not _fits(key, spec["names"]):
             found.append(f"{path}: {key!r} is not {describe(spec['names'])}")
         elif "values" in spec:
-            _check(f"{path}:{key}", value[key], spec["values"], found)
+            _check(f"{path}:{key}", value[key], spec["values"], found, require=require)
 
 
-def problems(role, settings, schema):
+def problems(role, settings, schema, require=True):
     """What is wrong with ``settings`` (the role's merged settings) by the role's ``schema`` (the
     file's mapping, with or without its top-level role key): sentences an admin can act on, in
-    the schema's order; empty when the settings are usable."""
+    the schema's order; empty when the settings are usable. ``require=False`` lets the keys a
+    schema marks ``required`` be null: a role's defaults leave them to the admin (the tests check
+    the defaults so)."""
     if isinstance(schema, dict) and set(schema) == {role}:
         schema = schema[role]
     found = []
-    _check(f"ccc:{ccc_roles.settings_key(role)}", settings, schema, found)
+    _check(f"ccc:{ccc_roles.settings_key(role)}", settings, schema, found, require=require)
     return found
 
 

@@ -93,25 +93,6 @@ def is_encrypted(network):
     return ENCRYPTED_OPTION in ((network or {}).get("Options") or {})
 
 
-def settings_errors(settings):
-    """What makes ``ccc:swarm`` unusable, one sentence per mistake (empty when fine)."""
-    errors = []
-    if not isinstance(settings.get("leader"), str) or not settings["leader"].strip():
-        errors.append("ccc:swarm:leader must name the minion that initialises the swarm")
-    if not isinstance(settings.get("manager"), bool):
-        errors.append(f"ccc:swarm:manager must be true or false, got {settings.get('manager')!r}")
-    for key in ("leader_addr", "advertise_addr", "listen_addr"):
-        value = settings.get(key)
-        if value is not None and (not isinstance(value, str) or not value.strip() or " " in value):
-            errors.append(f"ccc:swarm:{key} must be an address (host or host:port), got {value!r}")
-    if not isinstance(settings.get("encrypted", True), bool):
-        errors.append(f"ccc:swarm:encrypted must be true or false, got {settings.get('encrypted')!r}")
-    nodes = settings.get("nodes")
-    if not (isinstance(nodes, list) and all(isinstance(node, str) for node in nodes)):
-        errors.append(f"ccc:swarm:nodes must be a list of node names (empty: every node), got {nodes!r}")
-    return errors
-
-
 def is_leader(settings, node_id):
     return settings.get("leader") == node_id
 

@@ -2,9 +2,12 @@
 env CCC's frpc image expects, the token and the credentials that exist as secret env (never plain
 env), docker.sock read-only, and mistakes in ``ccc:frp_client`` named."""
 
+import re
+
 import pytest
 
 import support.site  # noqa: F401  (puts _utils on the path)
+from support import role_files
 
 import ccc_frp_client  # noqa: E402
 import ccc_service_containers  # noqa: E402
@@ -13,6 +16,7 @@ SETTINGS = {"image": "lukacu/frpc:0.33", "server_address": "frp.example.org", "s
             "log_dir": "/var/log/frpc", "env": {"FRPC_LOG_DAYS": 5},
             "networks": [{"network": "lab-unrestricted", "container_name": "frp-lab-client-service", "log_name": "lab.log"},
                          {"network": "student-restricted", "container_name": "frp-student-client-service"}]}
+SCHEMA = role_files.schema("frp_client")
 PRESENT = {("frp", "token"), ("basic_auth", "metrics", "user"), ("basic_auth", "metrics", "password")}
 
 
@@ -48,16 +52,21 @@ def test_the_token_is_asked_for_even_when_missing_so_the_state_fails_clearly():
 
 @pytest.mark.parametrize("change,message", [
     ({"server_address": ""}, "ccc:frp_client:server_address must be set"),
-    ({"server_port": "70a"}, "ccc:frp_client:server_port must be a port number, not '70a'"),
+    ({"server_port": "70a"}, "ccc:frp_client:server_port must be a port number 1..65535, got '70a'"),
+    ({"server_port": 70000}, "ccc:frp_client:server_port must be a port number 1..65535, got 70000"),
     ({"log_level": "loud"}, "ccc:frp_client:log_level must be one of trace, debug, info, warn, error"),
-    ({"networks": [{"network": "lab"}]}, r"ccc:frp_client:networks\[0\]: container_name must be a Docker name"),
+    ({"networks": [{"network": "lab"}]}, r"ccc:frp_client:networks\[0\]:container_name is required: a Docker name"),
     ({"networks": [{"network": "a", "container_name": "x"}, {"network": "b", "container_name": "x"}]},
      r"networks\[1\]: container_name x is used twice"),
     ({"networks": [{"network": "a", "container_name": "x", "log_name": "../etc/passwd"}]}, "log_name must be a plain file name"),
 ])
 def test_mistakes_are_named(change, message):
-    with pytest.raises(ValueError, match=message):
-        specs(dict(SETTINGS, **change))
+    problems = ccc_frp_client.check(dict(SETTINGS, **change), SCHEMA)
+    assert len(problems) == 1 and re.search(message, problems[0]), problems
+
+
+def test_the_sample_settings_pass():
+    assert ccc_frp_client.check(SETTINGS, SCHEMA) == []
 
 
 def test_services_list_the_containers_for_status():

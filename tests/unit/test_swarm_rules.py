@@ -4,10 +4,14 @@ the master's answer to a worker that lacks an overlay. Real swarms: tests/nodes/
 
 import pytest
 
+from support import role_files
+
+import ccc_role_schema
 import ccc_swarm
 
 LEADER = {"leader": "node1", "leader_addr": "10.0.0.1", "advertise_addr": None, "listen_addr": "0.0.0.0:2377",
           "manager": False, "nodes": []}
+SCHEMA = role_files.schema("swarm")
 ACTIVE_WORKER = {"LocalNodeState": "active", "ControlAvailable": False,
                  "RemoteManagers": [{"NodeID": "x", "Addr": "10.0.0.1:2377"}]}
 
@@ -63,12 +67,17 @@ def test_the_join_address_gets_swarms_port_when_it_names_none(given, joined):
     assert ccc_swarm.join_address({"leader_addr": given}) == joined
 
 
+def swarm_problems(settings):
+    """What the role's schema says about ``settings`` (the swarm role has no rule beyond it)."""
+    return ccc_role_schema.problems("swarm", settings, SCHEMA)
+
+
 def test_settings_mistakes_are_named_one_per_key():
-    errors = ccc_swarm.settings_errors({"leader": None, "manager": "yes", "leader_addr": "a b", "nodes": "node1",
-                                        "advertise_addr": None, "listen_addr": "0.0.0.0:2377"})
+    errors = swarm_problems({"leader": None, "manager": "yes", "leader_addr": "a b", "nodes": "node1",
+                             "advertise_addr": None, "listen_addr": "0.0.0.0:2377"})
     assert [error.split(" ")[0] for error in errors] == ["ccc:swarm:leader", "ccc:swarm:manager",
                                                          "ccc:swarm:leader_addr", "ccc:swarm:nodes"]
-    assert ccc_swarm.settings_errors(LEADER) == []
+    assert swarm_problems(LEADER) == []
 
 
 def test_a_stacks_overlay_is_internal_attachable_labelled_and_encrypted():
@@ -113,7 +122,7 @@ def test_overlays_are_encrypted_unless_the_admin_says_the_kernels_cannot():
     assert ccc_swarm.encrypted({}) and ccc_swarm.encrypted({"encrypted": True})
     assert not ccc_swarm.encrypted({"encrypted": False})
     assert ccc_swarm.overlay_definition("a", encrypted=False)["options"] == {}
-    errors = ccc_swarm.settings_errors({"leader": "node1", "manager": False, "nodes": [], "encrypted": "yes"})
+    errors = swarm_problems({"leader": "node1", "manager": False, "nodes": [], "encrypted": "yes"})
     assert errors == ["ccc:swarm:encrypted must be true or false, got 'yes'"]
 
 

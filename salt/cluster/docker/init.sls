@@ -1,6 +1,8 @@
 {#- docker: the Docker engine (+ NVIDIA container toolkit on GPU nodes), daemon.json, the
     node's networks and the egress firewall of restricted ones, registry logins, Portainer agent. #}
-{%- if salt['ccc_cluster.role_enabled']('docker') %}
+{%- from tpldir ~ "/map.jinja" import docker with context %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("docker", docker) %}
 include:
   - .install
   - .daemon
@@ -8,8 +10,4 @@ include:
   - .firewall
   - .registries
   - .portainer
-{%- else %}
-ccc-cluster-docker-off:
-  test.succeed_without_changes:
-    - name: role docker is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}

@@ -7,22 +7,18 @@
 {%- set toolkit = salt['ccc_docker_host.toolkit_enabled'](docker) %}
 {%- set package_sets = [('engine', docker.engine)] + ([('nvidia-toolkit', docker.nvidia_toolkit)] if toolkit else []) %}
 
+{#- the repositories' names, sources and keys are checked by the role's schema.yaml (init.sls) #}
 {%- for name, repo in (docker.repositories or {}).items() %}
-{%-   if not (name | regex_match('^([a-z0-9][a-z0-9._-]{0,62})$')) or not repo.source or not repo.key %}
-ccc-cluster-docker-repo-{{ loop.index }}-invalid:
-  test.fail_without_changes:
-    - name: {{ ("ccc:docker:repositories: " ~ name ~ " needs a name of a-z0-9._- and both source and key") | json }}
-{%-   else %}
 ccc-cluster-docker-repo-key-{{ name }}:
   file.managed:
     - name: /etc/apt/keyrings/{{ name }}.asc
     - mode: "0644"
     - makedirs: true
-{%-     if repo.key.startswith('salt://') %}
+{%-   if repo.key.startswith('salt://') %}
     - source: {{ repo.key | json }}
-{%-     else %}
+{%-   else %}
     - contents_pillar: ccc:docker:repositories:{{ name }}:key
-{%-     endif %}
+{%-   endif %}
 
 ccc-cluster-docker-repo-{{ name }}:
   pkgrepo.managed:
@@ -32,10 +28,9 @@ ccc-cluster-docker-repo-{{ name }}:
     - require:
       - file: ccc-cluster-docker-repo-key-{{ name }}
     - require_in:
-{%-     for what, _ in package_sets %}
+{%-   for what, _ in package_sets %}
       - pkg: ccc-cluster-docker-{{ what }}-packages
-{%-     endfor %}
-{%-   endif %}
+{%-   endfor %}
 {%- endfor %}
 
 {%- for what, packages in package_sets %}

@@ -2,8 +2,9 @@
     what the frp.* labels of containers on that network ask for. Token and basic-auth credentials
     reach frpc as secret env (the state reads them by key; nothing secret is rendered here). #}
 {%- from tpldir ~ "/map.jinja" import frp_client with context %}
-{%- if salt['ccc_cluster.role_enabled']('frp_client') %}
-{%- set specs = salt['ccc_frp.client_specs'](frp_client) %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("frp_client", frp_client, salt["ccc_frp.client_specs"]) %}
+{%- set specs = plan.specs %}
 {#- haproxy (Debian's) is each frpc's Docker API proxy (allowlist frpc), run by systemd #}
 ccc-cluster-frp_client-haproxy:
   pkg.installed:
@@ -32,8 +33,4 @@ ccc-cluster-frp_client-prune:
     - name: frpc containers no longer in ccc:frp_client:networks
     - role: frp_client
     - keep: {{ specs | map(attribute='name') | list | json }}
-{%- else %}
-ccc-cluster-frp_client-off:
-  test.succeed_without_changes:
-    - name: role frp_client is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}

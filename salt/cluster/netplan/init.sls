@@ -2,7 +2,8 @@
     file, validated with `netplan generate` before it is written, then `netplan apply`
     (_states/ccc_netplan.py). The settings are the admin's network pillar, no secret. #}
 {%- from tpldir ~ "/map.jinja" import netplan with context %}
-{%- if salt['ccc_cluster.role_enabled']('netplan') %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("netplan", netplan) %}
 {#- netplan apply runs udevadm (package udev), which netplan.io does not depend on. #}
 ccc-cluster-netplan-package:
   pkg.installed:
@@ -14,8 +15,4 @@ ccc-cluster-netplan-config:
     - settings: {{ netplan | json }}
     - require:
       - pkg: ccc-cluster-netplan-package
-{%- else %}
-ccc-cluster-netplan-off:
-  test.succeed_without_changes:
-    - name: role netplan is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}

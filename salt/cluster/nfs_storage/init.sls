@@ -3,18 +3,9 @@
     fstab and mounted now (ccc_nfs.mounted: a server that does not answer fails this role, it never
     leaves a silent local folder). Nothing is written while a setting is wrong. #}
 {%- from tpldir ~ "/map.jinja" import nfs_storage with context %}
-{%- if salt['ccc_cluster.role_enabled']('nfs_storage') %}
-{%-   set checked = salt['ccc_nfs.mounts'](nfs_storage) %}
-{%-   set user = salt['ccc_containers.settings']().cluster.nfs_user %}
-{%-   if checked.problems %}
-ccc-cluster-nfs_storage-settings:
-  test.configurable_test_state:
-    - changes: false
-    - result: false
-    - allow_test_mode_failure: true
-    - name: ccc:nfs_storage
-    - comment: {{ ("ccc:nfs_storage is not valid, nothing changed: " ~ checked.problems | join("; ")) | json }}
-{%-   else %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(checked) role("nfs_storage", nfs_storage, salt["ccc_nfs.mounts"]) %}
+{%- set user = salt['ccc_containers.settings']().cluster.nfs_user %}
 ccc-cluster-nfs_storage-group:
   group.present:
     - name: {{ user.name | json }}
@@ -36,7 +27,7 @@ ccc-cluster-nfs_storage-user:
 ccc-cluster-nfs_storage-package:
   pkg.installed:
     - name: nfs-common
-{%-     for mount in checked.mounts %}
+{%- for mount in checked.mounts %}
 
 ccc-cluster-nfs_storage-mount-{{ mount.key }}:
   ccc_nfs.mounted:
@@ -47,10 +38,5 @@ ccc-cluster-nfs_storage-mount-{{ mount.key }}:
     - timeout: {{ nfs_storage.check_timeout | int }}
     - require:
       - pkg: ccc-cluster-nfs_storage-package
-{%-     endfor %}
-{%-   endif %}
-{%- else %}
-ccc-cluster-nfs_storage-off:
-  test.succeed_without_changes:
-    - name: role nfs_storage is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endfor %}
+{%- endcall %}

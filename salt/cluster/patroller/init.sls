@@ -3,17 +3,8 @@
     through FRP) and, where enabled, its web UI with its admin folder. Rules and specs:
     _utils/ccc_patroller.py (salt-call ccc_patroller.plan); containers: ccc_service_container. #}
 {%- from tpldir ~ "/map.jinja" import patroller with context %}
-{%- if salt['ccc_cluster.role_enabled']('patroller') %}
-{%-   set plan = salt['ccc_patroller.plan'](patroller) %}
-{%-   if plan.problems %}
-ccc-cluster-patroller-settings:
-  test.configurable_test_state:
-    - changes: false
-    - result: false
-    - allow_test_mode_failure: true
-    - name: ccc:patroller
-    - comment: {{ ("ccc:patroller is not valid, nothing changed: " ~ plan.problems | join("; ")) | json }}
-{%-   else %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("patroller", patroller, salt["ccc_patroller.plan"]) %}
 ccc-cluster-patroller-gpus:
   test.succeed_without_changes:
     - name: {{ plan.gpus | json }}
@@ -29,8 +20,8 @@ ccc-cluster-patroller-claims-container:
     - spec: {{ plan.claims | json }}
     - require:
       - pkg: ccc-cluster-patroller-haproxy
-{%-     if plan.webui %}
-{%-       set files = plan.webui_files %}
+{%- if plan.webui %}
+{%-   set files = plan.webui_files %}
 
 ccc-cluster-patroller-webui-folder:
   file.directory:
@@ -68,16 +59,11 @@ ccc-cluster-patroller-webui-container:
     - require:
       - file: ccc-cluster-patroller-webui-occupancy-data
       - file: ccc-cluster-patroller-webui-config
-{%-     else %}
+{%- else %}
 
 ccc-cluster-patroller-webui-container:
   ccc_service_container.absent:
     - name: {{ patroller.webui.name | json }}
     - role: patroller
-{%-     endif %}
-{%-   endif %}
-{%- else %}
-ccc-cluster-patroller-off:
-  test.succeed_without_changes:
-    - name: role patroller is off for this node (ccc:roles, ccc:only_roles)
 {%- endif %}
+{%- endcall %}

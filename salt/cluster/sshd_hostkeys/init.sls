@@ -3,7 +3,8 @@
     rotated sets copied to this node's container copies (<sshd_data>/stacks/<STACK>/keys).
     Rotation is a command, not a state: salt-call ccc_hostkeys.rotate <STACK_NAME>. #}
 {%- from tpldir ~ "/map.jinja" import sshd_hostkeys with context %}
-{%- if salt['ccc_cluster.role_enabled']('sshd_hostkeys') %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("sshd_hostkeys", sshd_hostkeys) %}
 ccc-cluster-sshd_hostkeys-backup:
   ccc_hostkeys.backed_up:
     - name: {{ sshd_hostkeys.backup_dir | json }}
@@ -12,8 +13,4 @@ ccc-cluster-sshd_hostkeys-backup:
 ccc-cluster-sshd_hostkeys-node-copies:
   ccc_hostkeys.node_copies_current:
     - name: {{ salt['ccc_containers.settings']().cluster.mount_points.local.sshd_data | json }}
-{%- else %}
-ccc-cluster-sshd_hostkeys-off:
-  test.succeed_without_changes:
-    - name: role sshd_hostkeys is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}

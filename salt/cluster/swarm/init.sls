@@ -3,7 +3,8 @@
     STACK (overlay-<STACK>) that may run on a swarm node; the containers state attaches each
     container to its stack's overlay with the node name as alias. Needs the docker role's engine. #}
 {%- from tpldir ~ "/map.jinja" import swarm with context %}
-{%- if salt['ccc_cluster.role_enabled']('swarm') %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("swarm", swarm) %}
 ccc-cluster-swarm-member:
   ccc_swarm.member:
     - settings: {{ swarm | json }}
@@ -29,8 +30,4 @@ ccc-cluster-swarm-portainer-agent:
     - settings: {{ swarm | json }}
     - require:
       - ccc_swarm: ccc-cluster-swarm-member
-{%- else %}
-ccc-cluster-swarm-off:
-  test.succeed_without_changes:
-    - name: role swarm is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}

@@ -1,10 +1,7 @@
 {#- timezone: the node's clock zone from pillar (ccc:timezone). #}
 {%- from tpldir ~ "/map.jinja" import timezone with context %}
 {%- from tpldir ~ "/zone.jinja" import set_zone with context %}
-{%- if salt['ccc_cluster.role_enabled']('timezone') %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("timezone", timezone) %}
 {{- set_zone("ccc-cluster-timezone", timezone.name, timezone.utc) }}
-{%- else %}
-ccc-cluster-timezone-off:
-  test.succeed_without_changes:
-    - name: role timezone is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endcall %}

@@ -2,17 +2,8 @@
     Creates what is missing and sets properties; a pool whose layout differs from pillar fails
     its state and stays as it is (so do its datasets); nothing is ever destroyed. #}
 {%- from tpldir ~ "/map.jinja" import zfs with context %}
-{%- if salt['ccc_cluster.role_enabled']('zfs') %}
-{%-   set plan = salt['ccc_zfs.plan'](zfs) %}
-{%-   if plan.problems %}
-ccc-cluster-zfs-settings:
-  test.configurable_test_state:
-    - changes: false
-    - result: false
-    - allow_test_mode_failure: true
-    - name: ccc:zfs
-    - comment: {{ ("ccc:zfs is not valid, nothing changed: " ~ plan.problems | join("; ")) | json }}
-{%-   else %}
+{%- from "cluster/macros.jinja" import role with context %}
+{%- call(plan) role("zfs", zfs, salt["ccc_zfs.plan"]) %}
 ccc-cluster-zfs-packages:
   pkg.installed:
     - pkgs: {{ zfs.packages | json }}
@@ -22,7 +13,7 @@ ccc-cluster-zfs-module-parameters:
     - name: {{ zfs.modprobe_file | json }}
     - parameters: {{ plan.parameters | json }}
     - live_dir: {{ zfs.parameters_dir | json }}
-{%-     for message in plan.refused %}
+{%- for message in plan.refused %}
 
 ccc-cluster-zfs-refused-{{ loop.index }}:
   test.configurable_test_state:
@@ -31,8 +22,8 @@ ccc-cluster-zfs-refused-{{ loop.index }}:
     - allow_test_mode_failure: true
     - name: ccc:zfs state absent
     - comment: {{ message | json }}
-{%-     endfor %}
-{%-     for name, pool in plan.pools.items() %}
+{%- endfor %}
+{%- for name, pool in plan.pools.items() %}
 
 ccc-cluster-zfs-pool-{{ name }}:
   ccc_zfs.pool_present:
@@ -42,8 +33,8 @@ ccc-cluster-zfs-pool-{{ name }}:
     - pool_properties: {{ pool.pool_properties | json }}
     - require:
       - pkg: ccc-cluster-zfs-packages
-{%-     endfor %}
-{%-     for name, dataset in plan.datasets.items() %}
+{%- endfor %}
+{%- for name, dataset in plan.datasets.items() %}
 
 ccc-cluster-zfs-dataset-{{ name }}:
   ccc_zfs.dataset_present:
@@ -51,13 +42,8 @@ ccc-cluster-zfs-dataset-{{ name }}:
     - properties: {{ dataset.properties | json }}
     - require:
       - ccc_zfs: ccc-cluster-zfs-pool-{{ dataset.pool }}
-{%-       if name.count('/') > 1 and name.rsplit('/', 1)[0] in plan.datasets %}
+{%-   if name.count('/') > 1 and name.rsplit('/', 1)[0] in plan.datasets %}
       - ccc_zfs: ccc-cluster-zfs-dataset-{{ name.rsplit('/', 1)[0] }}
-{%-       endif %}
-{%-     endfor %}
 {%-   endif %}
-{%- else %}
-ccc-cluster-zfs-off:
-  test.succeed_without_changes:
-    - name: role zfs is off for this node (ccc:roles, ccc:only_roles)
-{%- endif %}
+{%- endfor %}
+{%- endcall %}
