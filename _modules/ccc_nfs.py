@@ -39,7 +39,8 @@ def mounts(settings=None):
     if settings is None:
         settings = ccc_role_settings.read("nfs_storage", __pillar__, __salt__["cp.get_file_str"])
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
-    checked, problems = ccc_nfs.check(settings, cluster, ccc_role_settings.enabled("cachefilesd", __pillar__))
+    schema = ccc_role_settings.schema("nfs_storage", __salt__["cp.get_file_str"])
+    checked, problems = ccc_nfs.check(settings, cluster, schema, ccc_role_settings.enabled("cachefilesd", __pillar__))
     return {"problems": problems, "mounts": checked}
 
 

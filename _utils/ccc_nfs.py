@@ -16,7 +16,7 @@ and ``/proc/self/mountinfo`` text in, plain data out.
 import os
 import re
 
-import ccc_rules
+import ccc_role_schema
 
 # Pillar value -> what /proc/self/mountinfo may show for it: a plain "nfs" mount negotiates its
 # version, and the kernel reports version 4 mounts as nfs4.
@@ -27,50 +27,41 @@ UNSHOWN = {"auto", "noauto", "_netdev", "nofail", "defaults", "async", "user", "
 UNSHOWN_PREFIXES = ("x-", "retry=", "comment=", "mountvers=", "mountport=", "mountproto=")
 ALIASES = {"nfsvers": "vers"}
 SOURCE = re.compile(r"^(?P<server>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<export>/[^\s,]*)$")
-OPTION = re.compile(r"^[A-Za-z0-9_.:=/+-]+$")
 NFS_PORT = 2049
 
 
-def _option_list(value, where, problems):
+def _option_list(value):
+    """Mount options the schema let through (a list, or a comma-separated string) as a list."""
     if isinstance(value, str):
-        value = [part for part in value.split(",") if part]
-    if not isinstance(value, list) or not all(isinstance(o, str) and OPTION.match(o) for o in value):
-        problems.append(f"{where} must be a list of mount options (letters, digits, = and the like), got {value!r}")
-        return []
-    return list(value)
+        return [part for part in value.split(",") if part]
+    return list(value or [])
 
 
-def check(settings, cluster, cachefilesd_on=False):
+def check(settings, cluster, schema, cachefilesd_on=False):
     """
-    The shared mounts ``settings`` (``ccc:nfs_storage`` over its defaults) asks for, checked:
-    ``(mounts, problems)``; each mount is ``{key, path, source, server, fstype, options}`` with
-    ``path`` from ``ccc:cluster:mount_points:nfs:<key>``. Nothing is mounted while problems exist.
+    The shared mounts ``settings`` (``ccc:nfs_storage`` over its defaults) asks for, checked by
+    the role's ``schema`` and against ``ccc:cluster:mount_points:nfs``: ``(mounts, problems)``;
+    each mount is ``{key, path, source, server, fstype, options}`` with ``path`` from
+    ``ccc:cluster:mount_points:nfs:<key>``. Nothing is mounted while problems exist.
     """
-    settings = settings or {}
+    problems = ccc_role_schema.problems("nfs_storage", settings, schema)
+    if problems:
+        return [], problems
     points = (cluster.get("mount_points") or {}).get("nfs") or {}
-    problems, mounts = [], []
-    timeout = settings.get("check_timeout")
-    if not ccc_rules.is_whole(timeout, 1, 120):
-        problems.append(f"ccc:nfs_storage:check_timeout must be whole seconds 1..120, got {timeout!r}")
-    default_options = _option_list(settings.get("options") or [], "ccc:nfs_storage:options", problems)
-    entries = settings.get("mounts") or {}
-    if not isinstance(entries, dict):
-        return [], problems + [f"ccc:nfs_storage:mounts must map mount point keys to sources, got {entries!r}"]
-    for key, entry in sorted(entries.items()):
-        where = f"ccc:nfs_storage:mounts:{key}"
+    mounts = []
+    default_options = _option_list(settings.get("options"))
+    for key, entry in sorted((settings.get("mounts") or {}).items()):
         if key not in points:
-            problems.append(f"{where}: no such key in ccc:cluster:mount_points:nfs ({', '.join(sorted(points))})")
+            problems.append(f"ccc:nfs_storage:mounts:{key}: no such key in ccc:cluster:mount_points:nfs "
+                            f"({', '.join(sorted(points))})")
             continue
-        entry = {"source": entry} if isinstance(entry, str) else (entry or {})
-        match = SOURCE.match(str(entry.get("source") or ""))
+        entry = {"source": entry} if isinstance(entry, str) else entry
+        match = SOURCE.match(entry["source"])
         if not match:
-            problems.append(f"{where}:source must be server:/export, got {entry.get('source')!r}")
+            problems.append(f"ccc:nfs_storage:mounts:{key}:source must be server:/export, got {entry['source']!r}")
             continue
-        fstype = entry.get("fstype", settings.get("fstype", "nfs"))
-        if fstype not in KINDS:
-            problems.append(f"{where}:fstype must be one of {', '.join(KINDS)}, got {fstype!r}")
-            continue
-        options = _option_list(entry["options"], f"{where}:options", problems) if "options" in entry else list(default_options)
+        fstype = entry.get("fstype") or settings.get("fstype") or "nfs"
+        options = _option_list(entry["options"]) if "options" in entry else list(default_options)
         if cachefilesd_on and "fsc" not in options:
             options.append("fsc")
         mounts.append({"key": key, "path": os.path.normpath(points[key]), "source": entry["source"],

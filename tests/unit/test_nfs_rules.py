@@ -29,6 +29,7 @@ NFS_LINES = """\
 CLUSTER = {"mount_points": {"nfs": {"user_data": "/data/shared/user_data", "apps_data": "/data/shared/apps",
                                     "group_data": "/data/shared/group data"}}}
 SETTINGS = {"options": ["auto", "async"], "fstype": "nfs", "check_timeout": 10, "mounts": {}}
+NFS_SCHEMA = role_files.schema("nfs_storage")
 
 
 def test_real_host_lines_parse_with_both_option_sets_and_the_bind_shows_its_filesystem():
@@ -65,7 +66,7 @@ def test_check_builds_mounts_adds_fsc_with_cachefilesd_and_keeps_own_options():
     settings = dict(SETTINGS, mounts={"user_data": "nas.lab:/export/users",
                                       "apps_data": {"source": "nas.lab:/export/apps", "options": ["auto", "ro", "fsc"],
                                                     "fstype": "nfs4"}})
-    mounts, problems = ccc_nfs.check(settings, CLUSTER, cachefilesd_on=True)
+    mounts, problems = ccc_nfs.check(settings, CLUSTER, NFS_SCHEMA, cachefilesd_on=True)
     assert problems == []
     assert mounts == [
         {"key": "apps_data", "path": "/data/shared/apps", "source": "nas.lab:/export/apps", "server": "nas.lab",
@@ -73,7 +74,7 @@ def test_check_builds_mounts_adds_fsc_with_cachefilesd_and_keeps_own_options():
         {"key": "user_data", "path": "/data/shared/user_data", "source": "nas.lab:/export/users", "server": "nas.lab",
          "fstype": "nfs", "options": ["auto", "async", "fsc"]},
     ]
-    assert ccc_nfs.check(settings, CLUSTER)[0][1]["options"] == ["auto", "async"]
+    assert ccc_nfs.check(settings, CLUSTER, NFS_SCHEMA)[0][1]["options"] == ["auto", "async"]
 
 
 @pytest.mark.parametrize("mounts, timeout, expected", [
@@ -81,11 +82,11 @@ def test_check_builds_mounts_adds_fsc_with_cachefilesd_and_keeps_own_options():
     ({"user_data": "/export/users"}, 10, "ccc:nfs_storage:mounts:user_data:source must be server:/export"),
     ({"user_data": "nas:export"}, 10, "source must be server:/export"),
     ({"user_data": {"source": "nas:/e", "fstype": "cifs"}}, 10, "fstype must be one of nfs, nfs4"),
-    ({"user_data": {"source": "nas:/e", "options": ["rw,fsc x"]}}, 10, "must be a list of mount options"),
+    ({"user_data": {"source": "nas:/e", "options": ["rw,fsc x"]}}, 10, "options: 'rw,fsc x' is not a mount option"),
     ({}, 0, "ccc:nfs_storage:check_timeout must be whole seconds 1..120"),
 ])
 def test_check_refuses_bad_settings(mounts, timeout, expected):
-    checked, problems = ccc_nfs.check(dict(SETTINGS, mounts=mounts, check_timeout=timeout), CLUSTER)
+    checked, problems = ccc_nfs.check(dict(SETTINGS, mounts=mounts, check_timeout=timeout), CLUSTER, NFS_SCHEMA)
     assert checked == [] and len(problems) == 1 and expected in problems[0]
 
 
