@@ -1,7 +1,8 @@
 """
-The zfs role's rules: checking ``ccc:zfs``, the ``zpool create`` argument list, reading the
-tools' parsable output, comparing a pool's layout and its properties, the disk probe's verdict
-and the module parameters (ARC limits).
+The zfs role's rules: checking ``ccc:zfs`` (its shapes are the role's ``schema.yaml``; here what
+compares values), the ``zpool create`` argument list, reading the tools' parsable output,
+comparing a pool's layout and its properties, the disk probe's verdict and the module parameters
+(ARC limits).
 
 The role never destroys: no rule here ever produces ``zpool destroy``, ``zfs destroy``,
 ``labelclear`` or a forced (``-f``) create (the original destroyed and re-created pools whose
@@ -11,14 +12,8 @@ an admin would run by hand. Plain Python, no Salt imports.
 
 import re
 
-import ccc_rules
+import ccc_role_schema
 
-POOL_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}$")
-DATASET_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.:-]{0,63}(/[A-Za-z0-9_.:-]{1,64}){1,16}$")
-PROPERTY = re.compile(r"^[a-z][a-z0-9_:.]{0,63}$")
-VALUE = re.compile(r"^[A-Za-z0-9_.,:/@+=-]{1,256}$")
-DISK = re.compile(r"^/[A-Za-z0-9_./:@+-]{1,255}$")
-PARAMETER = re.compile(r"^zfs_[a-z0-9_]{1,60}$")
 # vdev types in pillar -> (status section, vdev type as zpool status names it, words before the disks)
 TYPES = {"stripe": ("data", "disk"), "mirror": ("data", "mirror"), "raidz": ("data", "raidz1"),
          "raidz1": ("data", "raidz1"), "raidz2": ("data", "raidz2"), "raidz3": ("data", "raidz3"),
@@ -42,45 +37,24 @@ def absent_message(kind, name):
             f"and then remove {name} from ccc:zfs")
 
 
-def _mapping(value, where):
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ValueError(f"{where} must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def properties(value, where):
-    """A property mapping checked: names and values as the tools take them, values as strings."""
-    checked = {}
-    for key, item in _mapping(value, where).items():
-        if isinstance(item, bool):
-            item = "on" if item else "off"
-        if not (isinstance(key, str) and PROPERTY.fullmatch(key)):
-            raise ValueError(f"{where}: {key!r} is not a property name")
-        if not (isinstance(item, (str, int)) and VALUE.fullmatch(str(item))):
-            raise ValueError(f"{where}:{key}: {item!r} is not an allowed value")
-        checked[key] = str(item)
-    return checked
+def properties(value):
+    """A property mapping the schema let through, as the tools take it: values as strings."""
+    return {key: ("on" if item else "off") if isinstance(item, bool) else str(item)
+            for key, item in (value or {}).items()}
 
 
 def vdevs(pool, where):
-    """A pool's vdevs as ``[{"type": ..., "disks": [...]}]`` (``vdevs``, or ``type`` + ``disks``)."""
-    items = pool.get("vdevs")
-    if items is None:
-        items = [{"type": pool.get("type") or "stripe", "disks": pool.get("disks")}]
-    if not isinstance(items, list) or not items:
-        raise ValueError(f"{where}:vdevs must be a non-empty list of {{type, disks}}")
+    """A present pool's vdevs as ``[{"type": ..., "disks": [...]}]`` (``vdevs``, or ``type`` +
+    ``disks``): known types, each type's least number of disks, and no disk twice."""
+    items = pool.get("vdevs") or [{"type": pool.get("type") or "stripe", "disks": pool.get("disks")}]
     checked, seen = [], set()
     for index, item in enumerate(items):
-        kind, disks = (item or {}).get("type") or "stripe", (item or {}).get("disks")
+        kind, disks = item.get("type") or "stripe", item.get("disks")
         if kind not in TYPES:
             raise ValueError(f"{where}:vdevs[{index}]: type {kind!r} is not one of {', '.join(TYPES)}")
-        if not isinstance(disks, list) or not disks:
+        if not disks:
             raise ValueError(f"{where}:vdevs[{index}]: disks must be a non-empty list of device paths")
         for disk in disks:
-            if not (isinstance(disk, str) and DISK.fullmatch(disk)) or "/../" in disk:
-                raise ValueError(f"{where}:vdevs[{index}]: {disk!r} is not an absolute device path")
             if disk in seen:
                 raise ValueError(f"{where}: disk {disk} is named twice")
             seen.add(disk)
@@ -91,22 +65,13 @@ def vdevs(pool, where):
     return checked
 
 
-def _state(item, where):
-    state = (item or {}).get("state", "present")
-    if state not in ("present", "absent"):
-        raise ValueError(f"{where}:state must be present or absent, got {state!r}")
-    return state
-
-
 def _dataset(name, item, local_mounts, pools):
     """One dataset's properties, ``mount_point`` (a ccc:cluster:mount_points:local key) resolved."""
     where = f"ccc:zfs:datasets:{name}"
-    if not (isinstance(name, str) and DATASET_NAME.fullmatch(name)) or "/." in name:
-        raise ValueError(f"{where}: not a dataset name of the form <pool>/<name>")
     if name.split("/")[0] not in pools:
         raise ValueError(f"{where}: its pool {name.split('/')[0]} is not in ccc:zfs:pools")
-    props = properties((item or {}).get("properties"), f"{where}:properties")
-    key = (item or {}).get("mount_point")
+    props = properties(item.get("properties"))
+    key = item.get("mount_point")
     if key is not None:
         path = (local_mounts or {}).get(key)
         if not (isinstance(path, str) and path.startswith("/")):
@@ -119,62 +84,44 @@ def _dataset(name, item, local_mounts, pools):
     return props
 
 
-def parameters(value):
-    """``ccc:zfs:module_parameters`` checked: ``{name: int}``, zfs_arc_min not above zfs_arc_max."""
-    checked = {}
-    for key, item in _mapping(value, "ccc:zfs:module_parameters").items():
-        if not (isinstance(key, str) and PARAMETER.fullmatch(key)):
-            raise ValueError(f"ccc:zfs:module_parameters: {key!r} is not a zfs module parameter name (zfs_...)")
-        if not ccc_rules.is_whole(item, 0):
-            raise ValueError(f"ccc:zfs:module_parameters:{key} must be a whole number >= 0, got {item!r}")
-        checked[key] = item
-    low, high = checked.get("zfs_arc_min"), checked.get("zfs_arc_max")
-    if low and high and low > high:
-        raise ValueError(f"ccc:zfs:module_parameters: zfs_arc_min ({low}) is above zfs_arc_max ({high})")
-    return checked
-
-
-def plan(settings, local_mounts=None):
+def plan(settings, schema, local_mounts=None):
     """
-    ``ccc:zfs`` checked: ``{"problems": [...], "refused": [message], "pools": {name: {"vdevs",
-    "properties", "pool_properties"}}, "datasets": {name: {"pool", "properties"}}, "parameters"}``.
-    Datasets are sorted parents first; a malformed entry is a problem, never skipped silently.
+    ``ccc:zfs`` checked by the role's ``schema``, then the rules that compare values:
+    ``{"problems": [...], "refused": [message], "pools": {name: {"vdevs", "properties",
+    "pool_properties"}}, "datasets": {name: {"pool", "properties"}}, "parameters"}``. Datasets
+    are sorted parents first; a malformed entry is a problem, never skipped silently.
     """
-    result = {"problems": [], "refused": [], "pools": {}, "datasets": {}, "parameters": {}}
-    try:
-        result["parameters"] = parameters(settings.get("module_parameters"))
-    except ValueError as exc:
-        result["problems"].append(str(exc))
-    try:
-        pools, datasets = _mapping(settings.get("pools"), "ccc:zfs:pools"), _mapping(settings.get("datasets"), "ccc:zfs:datasets")
-    except ValueError as exc:
-        result["problems"].append(str(exc))
+    result = {"problems": ccc_role_schema.problems("zfs", settings, schema), "refused": [], "pools": {},
+              "datasets": {}, "parameters": {}}
+    if result["problems"]:
         return result
-    disks = {}
+    result["parameters"] = dict(settings.get("module_parameters") or {})
+    low, high = result["parameters"].get("zfs_arc_min"), result["parameters"].get("zfs_arc_max")
+    if low and high and low > high:
+        result["problems"].append(f"ccc:zfs:module_parameters: zfs_arc_min ({low}) is above zfs_arc_max ({high})")
+    pools, datasets, disks = settings.get("pools") or {}, settings.get("datasets") or {}, {}
     for name, item in pools.items():
         where = f"ccc:zfs:pools:{name}"
+        if item.get("state") == "absent":
+            result["refused"].append(absent_message("pool", name))
+            continue
         try:
-            if not (isinstance(name, str) and POOL_NAME.fullmatch(name)) or re.match(r"^(mirror|raidz|draid|spare|log)", name):
-                raise ValueError(f"{where}: not a pool name ZFS accepts")
-            if _state(item, where) == "absent":
-                result["refused"].append(absent_message("pool", name))
-                continue
-            pool = {"vdevs": vdevs(item, where), "properties": properties(item.get("properties"), f"{where}:properties"),
-                    "pool_properties": properties(item.get("pool_properties"), f"{where}:pool_properties")}
+            pool = {"vdevs": vdevs(item, where), "properties": properties(item.get("properties")),
+                    "pool_properties": properties(item.get("pool_properties"))}
             for disk in (d for v in pool["vdevs"] for d in v["disks"]):
                 if disks.setdefault(disk, name) != name:
                     raise ValueError(f"{where}: disk {disk} is also in pool {disks[disk]}")
             result["pools"][name] = pool
         except ValueError as exc:
             result["problems"].append(str(exc))
-    for name in sorted(datasets, key=lambda n: (str(n).count("/"), str(n))):
-        item = datasets[name]
+    for name in sorted(datasets, key=lambda n: (n.count("/"), n)):
+        item = datasets[name] or {}
+        if item.get("state") == "absent":
+            result["refused"].append(absent_message("dataset", name))
+            continue
         try:
-            if _state(item, f"ccc:zfs:datasets:{name}") == "absent":
-                result["refused"].append(absent_message("dataset", name))
-                continue
-            props = _dataset(name, item, local_mounts, pools)
-            result["datasets"][name] = {"pool": name.split("/")[0], "properties": props}
+            result["datasets"][name] = {"pool": name.split("/")[0],
+                                        "properties": _dataset(name, item, local_mounts, pools)}
         except ValueError as exc:
             result["problems"].append(str(exc))
     return result

@@ -10,7 +10,7 @@ import os
 import pytest
 from salt.exceptions import CommandExecutionError
 
-from support import site  # noqa: F401  (puts _utils on the path)
+from support import role_files, site  # noqa: F401  (site puts _utils on the path)
 from support.scripts import load_module
 from support.zfs_fakes import FakeZfs, forbidden
 
@@ -38,7 +38,7 @@ def salt(test=False, pillar=None):
 def apply(settings, test=False, local=None):
     """What init.sls does with ``settings`` (pools, then datasets that need their pool):
     ``{state name: return}``; a dataset whose pool failed is not run, as ``require`` does."""
-    plan = ccc_zfs.plan(settings, local or {})
+    plan = ccc_zfs.plan(settings, role_files.schema("zfs"), local or {})
     assert plan["problems"] == []
     _, states = salt(test)
     results = {}

@@ -4,9 +4,11 @@ device, the create command (never forced), property and probe verdicts, module p
 
 import pytest
 
-from support import site  # noqa: F401  (puts _utils on the path)
+from support import role_files, site  # noqa: F401  (site puts _utils on the path)
 
 import ccc_zfs
+
+SCHEMA = role_files.schema("zfs")
 
 STATUS = """  pool: tank
  state: ONLINE
@@ -79,7 +81,8 @@ def test_layouts_compare_by_resolved_device_whole_disks_matching_their_zfs_parti
     ({"pools": {"mirror": {"disks": ["/dev/sdb"]}}}, "not a pool name ZFS accepts"),
     ({"pools": {"a": {"disks": ["/dev/sdb"]}, "b": {"disks": ["/dev/sdb"]}}}, "disk /dev/sdb is also in pool a"),
     ({"pools": {"a": {"type": "mirror", "disks": ["/dev/sdb", "/dev/sdb"]}}}, "disk /dev/sdb is named twice"),
-    ({"pools": {"a": {"disks": ["/dev/sdb"], "properties": {"atime": "off -f"}}}}, "is not an allowed value"),
+    ({"pools": {"a": {"disks": ["/dev/sdb"], "properties": {"atime": "off -f"}}}},
+     "properties:atime must be an allowed property value"),
     ({"pools": {"a": {"disks": ["/dev/sdb"], "properties": {"-f": "on"}}}}, "is not a property name"),
     ({"pools": {"a": {"disks": ["/dev/sdb"], "state": "destroyed"}}}, "state must be present or absent"),
     ({"datasets": {"tank/x": {}}}, "its pool tank is not in ccc:zfs:pools"),
@@ -91,13 +94,13 @@ def test_layouts_compare_by_resolved_device_whole_disks_matching_their_zfs_parti
     ({"module_parameters": None, "pools": {"t": {"disks": ["/dev/sdb"], "pool_properties": []}}}, "must be a mapping"),
 ])
 def test_bad_pillars_are_problems_before_any_command(settings, problem):
-    plan = ccc_zfs.plan(settings, {"hdd_data": "/srv/hdd"})
+    plan = ccc_zfs.plan(settings, SCHEMA, {"hdd_data": "/srv/hdd"})
     assert any(problem in text for text in plan["problems"]), plan["problems"]
 
 
 def test_absent_pools_and_datasets_are_refused_with_the_manual_command():
     plan = ccc_zfs.plan({"pools": {"tank": {"state": "absent"}, "keep": {"disks": ["/dev/sdb"]}},
-                         "datasets": {"keep/old": {"state": "absent"}}})
+                         "datasets": {"keep/old": {"state": "absent"}}}, SCHEMA)
     assert plan["problems"] == [] and list(plan["pools"]) == ["keep"] and plan["datasets"] == {}
     assert plan["refused"] == [
         "ccc:zfs: pool tank is marked state: absent, but ccc-salt never destroys a pool (its data would be lost). "
@@ -109,7 +112,8 @@ def test_absent_pools_and_datasets_are_refused_with_the_manual_command():
 def test_the_create_command_is_never_forced():
     pool = ccc_zfs.plan({"pools": {"tank": {"vdevs": [{"type": "cache", "disks": ["/dev/nvme0n1"]},
                                                       {"type": "raidz", "disks": ["/dev/sdb", "/dev/sdc"]}],
-                                            "properties": {"atime": False}, "pool_properties": {"ashift": 12}}}})["pools"]["tank"]
+                                            "properties": {"atime": False}, "pool_properties": {"ashift": 12}}}},
+                        SCHEMA)["pools"]["tank"]
     assert ccc_zfs.create_argv("tank", pool) == ["zpool", "create", "-o", "ashift=12", "-O", "atime=off", "tank",
                                                  "raidz1", "/dev/sdb", "/dev/sdc", "cache", "/dev/nvme0n1"]
 
