@@ -66,7 +66,8 @@ def plan(settings=None):
     node = ccc_pillar.node_settings(ccc, __grains__["id"])
     try:
         result = ccc_patroller.plan(settings, ccc_pillar.cluster_settings(ccc), __grains__["id"],
-                                    node["compute_devices"])
+                                    node["compute_devices"],
+                                    ccc_role_settings.schema("patroller", __salt__["cp.get_file_str"]))
     except (TypeError, AttributeError) as exc:
         raise CommandExecutionError(f"ccc:patroller cannot be read: {exc}") from exc
     problems = result["problems"] or _frp_problems(ccc, result, settings)

@@ -24,12 +24,11 @@ Decisions against the original deployment (ccc-ansible-behaviour §1.12, B20, S1
 
 import json
 import os
-import re
 
 import ccc_device_groups
 import ccc_frp
 import ccc_quote
-import ccc_rules
+import ccc_role_schema
 
 ROLE = "patroller"
 PORT = 80
@@ -41,87 +40,59 @@ LOG_CONFIG = {"type": "json-file", "config": {"max-size": "10m", "max-file": "5"
 PARQUET = "occupancy_data.parquet"
 WEBUI_JSON = "web-ui.json"
 WEBUI_BINDS = {PARQUET: "/code/occupancy_data.parquet", WEBUI_JSON: "/etc/patroller/web-ui.json"}
-CONTAINER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$")
-SUBDOMAIN = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 USER_TREES = ("nfs", "local")  # ccc:cluster:mount_points sections users write into
 
 
-def _text(settings, key, where, problems, pattern=None):
-    value = settings.get(key)
-    if not isinstance(value, str) or not value.strip() or (pattern and not pattern.fullmatch(value)):
-        problems.append(f"{where}{key} must be {'a valid name' if pattern else 'a non-empty string'}, "
-                        f"got {ccc_quote.quote_value(value)}")
-        return None
-    return value
-
-
 def _storage_path(path, cluster, problems):
-    """The web UI's folder: absolute, normalised, and outside every tree users can write to."""
-    if not isinstance(path, str) or not os.path.isabs(path) or os.path.normpath(path) != path or path == "/":
-        problems.append(f"webui:storage_path must be an absolute, normalised folder other than /, got "
-                        f"{ccc_quote.quote_value(path)}")
-        return None
+    """The web UI's folder (the schema made it absolute and normalised) outside every tree users
+    can write to."""
     mount_points = cluster.get("mount_points") or {}
     for tree in USER_TREES:
         for key, root in (mount_points.get(tree) or {}).items():
             if isinstance(root, str) and os.path.isabs(root) and \
                     os.path.commonpath([path, os.path.normpath(root)]) in (path, os.path.normpath(root)):
-                problems.append(f"webui:storage_path {ccc_quote.quote_value(path)} overlaps users' storage "
-                                f"ccc:cluster:mount_points:{tree}:{key} ({root}): root writes only to admin paths")
+                problems.append(f"ccc:patroller:webui:storage_path {ccc_quote.quote_value(path)} overlaps users' "
+                                f"storage ccc:cluster:mount_points:{tree}:{key} ({root}): root writes only to admin paths")
                 return None
     return path
 
 
 def _check_webui(webui, cluster, problems):
-    """``webui`` settings checked; ``None`` when it is off."""
-    if not isinstance(webui, dict):
-        problems.append(f"webui must be a mapping, got {ccc_quote.quote_value(webui)}")
-        return None
+    """``webui`` settings checked; ``None`` when it is off. Enabled, it needs its image (no public
+    one is known), name, subdomain and storage path, and a config JSON can hold."""
     if webui.get("enabled") is not True:
-        if webui.get("enabled") not in (False, None):
-            problems.append(f"webui:enabled must be true or false, got {ccc_quote.quote_value(webui.get('enabled'))}")
         return None
-    checked = {"name": _text(webui, "name", "webui:", problems, CONTAINER_NAME),
-               "image": _text(webui, "image", "webui:", problems),
-               "subdomain": _text(webui, "subdomain", "webui:", problems, SUBDOMAIN),
-               "storage_path": _storage_path(webui.get("storage_path"), cluster, problems)}
-    config = webui.get("config")
+    for key in ("name", "image", "subdomain", "storage_path"):
+        if webui.get(key) is None:
+            problems.append(f"ccc:patroller:webui:{key} must be set while the web UI is enabled, got None")
+    if problems:
+        return None
+    checked = {key: webui[key] for key in ("name", "image", "subdomain")}
+    checked["storage_path"] = _storage_path(webui["storage_path"], cluster, problems)
     try:
-        if not isinstance(config, dict):
-            raise TypeError(type(config).__name__)
-        checked["config_text"] = json.dumps(config, indent=2, sort_keys=True, allow_nan=False) + "\n"
+        checked["config_text"] = json.dumps(webui.get("config") or {}, indent=2, sort_keys=True, allow_nan=False) + "\n"
     except (TypeError, ValueError) as exc:
-        problems.append(f"webui:config must be a mapping of JSON values ({exc})")
+        problems.append(f"ccc:patroller:webui:config must be a mapping of JSON values ({exc})")
     return checked
 
 
-def check(settings, cluster):
+def check(settings, cluster, schema):
     """
     ``ccc:patroller`` (defaults merged) and ``ccc:cluster`` (``ccc_pillar.cluster_settings``) →
-    ``(checked, problems)``; ``checked`` is usable only when ``problems`` is empty. The claims
-    network defaults to ``ccc:cluster:claims_network`` (the one every compute container joins).
+    ``(checked, problems)`` by the role's ``schema`` and the rules that compare values;
+    ``checked`` is usable only when ``problems`` is empty. The claims network defaults to
+    ``ccc:cluster:claims_network`` (the one every compute container joins).
     """
-    problems = []
-    checked = {"name": _text(settings, "name", "", problems, CONTAINER_NAME),
-               "image": _text(settings, "image", "", problems)}
-    lease = settings.get("lease")
-    if not ccc_rules.is_whole(lease, 1):
-        problems.append(f"lease must be a whole number of seconds >= 1, got {ccc_quote.quote_value(lease)}")
-    checked["lease"] = lease
+    problems = ccc_role_schema.problems(ROLE, settings, schema)
+    if problems:
+        return {}, problems
+    checked = {key: settings[key] for key in ("name", "image", "lease", "proxy_network", "all_gpus")}
     network = settings.get("network") or cluster.get("claims_network")
     if not isinstance(network, str) or not network.strip():
         problems.append("no claims network: set ccc:patroller:network or ccc:cluster:claims_network "
                         "(compute containers reach Patroller there)")
     checked["network"] = network
-    proxy = settings.get("proxy_network")
-    if not isinstance(proxy, str) or not proxy.strip():
-        problems.append("proxy_network must name the frpc-watched network <node>-monitor is published from "
-                        f"(required while the role is on), got {ccc_quote.quote_value(proxy)}")
-    checked["proxy_network"] = proxy
-    if not isinstance(settings.get("all_gpus"), bool):
-        problems.append(f"all_gpus must be true or false, got {ccc_quote.quote_value(settings.get('all_gpus'))}")
-    checked["all_gpus"] = settings.get("all_gpus") is True
-    checked["webui"] = _check_webui(settings.get("webui"), cluster, problems)
+    checked["webui"] = _check_webui(settings["webui"], cluster, problems)
     return checked, problems
 
 
@@ -189,13 +160,13 @@ def webui_spec(checked):
     }
 
 
-def plan(settings, cluster, node_name, compute_devices):
+def plan(settings, cluster, node_name, compute_devices, schema):
     """
     Everything the role does on a node: ``{"problems", "gpus" (a sentence), "claims" (spec),
     "webui" (spec or None), "webui_files" (paths or None), "webui_config" (JSON text or None)}``.
     While ``problems`` is not empty nothing else is filled and the role changes nothing.
     """
-    checked, problems = check(settings, cluster)
+    checked, problems = check(settings, cluster, schema)
     problems += ccc_device_groups.check_compute_devices(compute_devices)
     result = {"problems": problems, "gpus": None, "claims": None, "webui": None,
               "webui_files": None, "webui_config": None}

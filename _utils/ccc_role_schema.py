@@ -63,6 +63,8 @@ FORMATS = {
     "minion_id": (ccc_rules.is_minion_id, "a minion id"),
     "absolute_path": (os.path.isabs, "an absolute path"),
     "folder": (lambda v: os.path.isabs(v) and os.path.normpath(v) != "/", "an absolute folder other than /"),
+    "normalised_folder": (lambda v: os.path.isabs(v) and os.path.normpath(v) == v != "/",
+                          "an absolute, normalised folder other than /"),
     "ip_address": (_ip_address, "an IP address"),
     "ip_network": (_ip_network, "an IP address or network (e.g. 10.0.0.0/8, ::1)"),
     "regex": (_regex, "a regular expression"),

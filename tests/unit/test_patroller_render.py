@@ -75,9 +75,9 @@ def test_wrong_settings_stop_the_role_with_one_message(salt):
     (only,) = output.values()
     assert only["__id__"] == "ccc-cluster-patroller-settings" and only["result"] is False
     assert only["comment"] == (
-        "ccc:patroller is not valid, nothing changed: lease must be a whole number of seconds >= 1, got 'soon'; "
-        "proxy_network must name the frpc-watched network <node>-monitor is published from (required while the "
-        "role is on), got None")
+        "ccc:patroller is not valid, nothing changed: ccc:patroller:proxy_network is required: the frpc-watched "
+        "network <node>-monitor is published from (while the role is on); ccc:patroller:lease must be a whole "
+        "number of seconds >= 1, got 'soon'")
 
 
 def test_switched_off_and_absent(salt):

@@ -8,7 +8,7 @@ import pathlib
 
 import yaml
 
-from support import site  # noqa: F401  (site puts _utils on sys.path)
+from support import role_files, site  # noqa: F401  (site puts _utils on sys.path)
 
 import ccc_frp
 import ccc_patroller
@@ -17,6 +17,7 @@ import ccc_service_containers
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEFAULTS = yaml.safe_load((REPO / "salt" / "cluster" / "patroller" / "defaults.yaml").read_text())["patroller"]
+SCHEMA = role_files.schema("patroller")
 CLUSTER = ccc_pillar.cluster_settings({})
 DEVICES = {"device_lab": ["GPU-aaaa-0001", "GPU-aaaa-0002"], "device_student": ["GPU-aaaa-0002", "GPU-aaaa-0003"]}
 
@@ -26,7 +27,7 @@ def settings(**changes):
 
 
 def plan(node="gpu1", devices=DEVICES, cluster=CLUSTER, **changes):
-    return ccc_patroller.plan(settings(**changes), cluster, node, devices)
+    return ccc_patroller.plan(settings(**changes), cluster, node, devices, SCHEMA)
 
 
 def test_the_gpus_are_the_union_of_the_nodes_device_groups():
@@ -53,7 +54,7 @@ def test_all_gpus_only_when_asked():
     assert result["claims"]["device_requests"] == [{"driver": "nvidia", "device_ids": [], "count": -1,
                                                      "capabilities": [["gpu"]]}]
     assert result["claims"]["env"]["NVIDIA_VISIBLE_DEVICES"] == "all"
-    assert plan(all_gpus="yes")["problems"] == ["all_gpus must be true or false, got 'yes'"]
+    assert plan(all_gpus="yes")["problems"] == ["ccc:patroller:all_gpus must be true or false, got 'yes'"]
 
 
 def test_the_claims_container_as_an_admin_inspects_it():
@@ -94,10 +95,11 @@ def test_the_claims_network_follows_the_cluster_and_may_be_overridden():
 def test_wrong_settings_are_problems_and_nothing_is_planned():
     result = plan(proxy_network=None, lease=0, name="bad name", image="")
     assert result["problems"] == [
-        "name must be a valid name, got 'bad name'",
-        "image must be a non-empty string, got ''",
-        "lease must be a whole number of seconds >= 1, got 0",
-        "proxy_network must name the frpc-watched network <node>-monitor is published from (required while the role is on), got None"]
+        "ccc:patroller:proxy_network is required: the frpc-watched network <node>-monitor is published from "
+        "(while the role is on)",
+        "ccc:patroller:name must be a container name (letters, digits, _ . -), got 'bad name'",
+        "ccc:patroller:image must be an image reference, got ''",
+        "ccc:patroller:lease must be a whole number of seconds >= 1, got 0"]
     assert result["claims"] is None and result["gpus"] is None
     broken = plan(devices={"device_lab": ["not-a-gpu"]})
     assert broken["problems"] == ["device group 'device_lab': 'not-a-gpu' is not a GPU or MIG UUID"]
@@ -126,18 +128,23 @@ def test_the_web_ui_files_and_container():
 def test_the_web_ui_is_written_only_under_an_admin_path():
     def problems(**webui):
         return plan(webui={"enabled": True, "image": "webui:1", **webui})["problems"]
-    assert problems(image=None) == ["webui:image must be a non-empty string, got None"]
+    assert problems(image=None) == ["ccc:patroller:webui:image must be set while the web UI is enabled, got None"]
     assert problems(storage_path="relative/dir") == [
-        "webui:storage_path must be an absolute, normalised folder other than /, got 'relative/dir'"]
-    assert problems(storage_path="/srv/../etc")[0].startswith("webui:storage_path must be an absolute, normalised")
+        "ccc:patroller:webui:storage_path must be an absolute, normalised folder other than / or null, got 'relative/dir'"]
+    assert problems(storage_path="/srv/../etc")[0].startswith(
+        "ccc:patroller:webui:storage_path must be an absolute, normalised")
     users = f"{CLUSTER['mount_points']['nfs']['user_data']}/ana@example.org/webui"
     assert problems(storage_path=users) == [
-        f"webui:storage_path '{users}' overlaps users' storage ccc:cluster:mount_points:nfs:user_data "
+        f"ccc:patroller:webui:storage_path '{users}' overlaps users' storage ccc:cluster:mount_points:nfs:user_data "
         "(/data/shared/user_data): root writes only to admin paths"]
-    assert problems(storage_path="/data")[0].startswith("webui:storage_path '/data' overlaps users' storage")
-    assert problems(subdomain="Patroller.UI") == ["webui:subdomain must be a valid name, got 'Patroller.UI'"]
-    assert problems(config=["a"]) == ["webui:config must be a mapping of JSON values (list)"]
-    assert plan(webui={"enabled": "yes"})["problems"] == ["webui:enabled must be true or false, got 'yes'"]
+    assert problems(storage_path="/data")[0].startswith(
+        "ccc:patroller:webui:storage_path '/data' overlaps users' storage")
+    assert problems(subdomain="Patroller.UI") == [
+        "ccc:patroller:webui:subdomain must be a subdomain (a-z, 0-9 and -), got 'Patroller.UI'"]
+    assert problems(config=["a"]) == ["ccc:patroller:webui:config must be a mapping of JSON values, got ['a']"]
+    assert problems(config={"a": float("nan")})[0].startswith("ccc:patroller:webui:config must be a mapping of JSON")
+    assert plan(webui={"enabled": "yes"})["problems"] == [
+        "ccc:patroller:webui:enabled must be true or false or null, got 'yes'"]
 
 
 def test_services_for_status():
