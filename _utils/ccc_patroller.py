@@ -52,7 +52,8 @@ def _storage_path(path, cluster, problems):
             if isinstance(root, str) and os.path.isabs(root) and \
                     os.path.commonpath([path, os.path.normpath(root)]) in (path, os.path.normpath(root)):
                 problems.append(f"ccc:patroller:webui:storage_path {ccc_quote.quote_value(path)} overlaps users' "
-                                f"storage ccc:cluster:mount_points:{tree}:{key} ({root}): root writes only to admin paths")
+                                f"storage ccc:cluster:mount_points:{tree}:{key} ({root}): "
+                                "root writes only to admin paths")
                 return None
     return path
 

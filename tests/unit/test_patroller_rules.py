@@ -130,7 +130,8 @@ def test_the_web_ui_is_written_only_under_an_admin_path():
         return plan(webui={"enabled": True, "image": "webui:1", **webui})["problems"]
     assert problems(image=None) == ["ccc:patroller:webui:image must be set while the web UI is enabled, got None"]
     assert problems(storage_path="relative/dir") == [
-        "ccc:patroller:webui:storage_path must be an absolute, normalised folder other than / or null, got 'relative/dir'"]
+        "ccc:patroller:webui:storage_path must be an absolute, normalised folder other than / or null, "
+        "got 'relative/dir'"]
     assert problems(storage_path="/srv/../etc")[0].startswith(
         "ccc:patroller:webui:storage_path must be an absolute, normalised")
     users = f"{CLUSTER['mount_points']['nfs']['user_data']}/ana@example.org/webui"
