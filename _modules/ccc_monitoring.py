@@ -61,6 +61,9 @@ def plan(settings=None):
     result = {"problems": [], "engine": _engine_reachable(node["docker_url"]),
               "node_exporter_name": (settings.get("node_exporter") or {}).get("container_name"),
               "forwarder_name": (settings.get("forwarder") or {}).get("name")}
+    result["problems"] = ccc_role_settings.problems("monitoring_agent", settings, __salt__["cp.get_file_str"])
+    if result["problems"]:
+        return result
     try:
         gpu_port = ccc_exporter_config.from_pillar(ccc)["port"]
         result.update(ccc_monitoring.plan(settings, ccc_pillar.cluster_settings(ccc)["networks"],

@@ -14,12 +14,10 @@ original's scrape surface) and forwards each port to the host address.
 """
 
 import ipaddress
-import re
 import shlex
 
 import ccc_frp
 import ccc_roles
-import ccc_rules
 
 ROLE = "monitoring_agent"
 LOOPBACK = "127.0.0.1"
@@ -28,10 +26,6 @@ GPU_EXPORTER_UNIT = "ccc-gpu-exporter"
 SUBDOMAIN = "{node}-metrics"
 NODE_LOCATION, GPU_LOCATION = "/", "/nvidia"
 AUTH = "metrics"
-MODES = ("package", "container")
-# An argument of the packaged exporter: systemd splits ``$ARGS`` on white space and reads quotes
-# and ``$`` itself, so none of those may appear in one.
-_ARG = re.compile(r"^--[A-Za-z0-9][A-Za-z0-9._-]*(=[^\s'\"\\$`]*)?$")
 
 
 def _switch(value, auto, what):
@@ -84,12 +78,6 @@ def pillar_host_address(ccc):
     return host_address(ccc.get("monitoring"), (ccc.get("cluster") or {}).get("networks"))
 
 
-def _port(value, what):
-    if not ccc_rules.is_whole(value, 1, 65535):
-        raise ValueError(f"ccc:monitoring:{what} must be a port number 1..65535, got {value!r}")
-    return value
-
-
 def frp_client_on(ccc):
     """Whether the node's switches (``ccc:roles``) run the frp_client role: the ``auto`` forwarder
     follows the node's setup, not one run's ``only_roles`` selection (a run limited to
@@ -109,8 +97,6 @@ def switches(settings, compute_devices, frp_client_on):
     """
     node = settings.get("node_exporter") or {}
     mode = node.get("mode") if _switch(node.get("enabled", True), True, "node_exporter:enabled") else None
-    if mode is not None and mode not in MODES:
-        raise ValueError(f"ccc:monitoring:node_exporter:mode must be package or container, got {mode!r}")
     gpus = any(uuids for uuids in (compute_devices or {}).values())
     gpu = _switch(settings.get("gpu", "auto"), gpus, "gpu")
     forwarder = _switch((settings.get("forwarder") or {}).get("enabled", "auto"), frp_client_on, "forwarder:enabled")
@@ -122,12 +108,13 @@ def plan(settings, networks, compute_devices, frp_client_on, gpu_port):
     What the role runs on a node and where: ``switches`` plus ``address`` (``host_address``),
     ``network``, ``node_port`` and ``gpu_port``. ``settings`` are the role's (``ccc:monitoring``
     over defaults.yaml), ``networks`` ``ccc:cluster:networks``, ``gpu_port`` the GPU exporter's
-    port. ``ValueError`` names the setting that cannot work.
+    port; ``settings`` passed the role's schema (node_exporter's mode, port and args, the
+    forwarder's command: ``salt/cluster/monitoring_agent/schema.yaml``). ``ValueError`` names the
+    setting that cannot work with another (the network, the switches, the forwarder's address).
     """
     result = switches(settings, compute_devices, frp_client_on)
     result.update(address=host_address(settings, networks) or LOOPBACK, network=settings.get("network") or None,
-                  node_port=_port((settings.get("node_exporter") or {}).get("port"), "node_exporter:port"),
-                  gpu_port=_port(gpu_port, "gpu_exporter:port"))
+                  node_port=settings["node_exporter"]["port"], gpu_port=gpu_port)
     if result["forwarder"]:
         if not result["network"]:
             raise ValueError("the metrics forwarder needs ccc:monitoring:network (an frpc-watched Docker network)")
@@ -143,16 +130,11 @@ def listen(address, port):
 
 
 def package_args(settings, address):
-    """The packaged node_exporter's argument list: listen address first, then ``node_exporter:args``."""
+    """The packaged node_exporter's argument list: listen address first, then ``node_exporter:args``
+    (the schema let through only ``--flag[=value]`` without white space, quotes or ``$``: systemd
+    splits ``$ARGS`` on white space and reads those itself)."""
     node = settings.get("node_exporter") or {}
-    extra = node.get("args") or []
-    if not isinstance(extra, list):
-        raise ValueError("ccc:monitoring:node_exporter:args must be a list of --flag[=value] arguments")
-    for arg in extra:
-        if not isinstance(arg, str) or not _ARG.match(arg) or arg.startswith("--web.listen-address"):
-            raise ValueError(f"ccc:monitoring:node_exporter:args: {arg!r} is not a --flag[=value] argument without "
-                             "spaces, quotes or $ (the listen address comes from the role)")
-    return [f"--web.listen-address={listen(address, node['port'])}"] + extra
+    return [f"--web.listen-address={listen(address, node['port'])}"] + list(node.get("args") or [])
 
 
 def package_defaults_text(settings, address):
@@ -201,11 +183,9 @@ def forward_script(template, address, pairs):
     """
     The forwarder's ``sh -c`` script: per port, ``template`` (``{port}`` = the container port,
     ``{address}``/``{target_port}`` = where the exporter listens) restarted a second after it ends,
-    all in the background; the shell waits and exits on SIGTERM.
+    all in the background; the shell waits and exits on SIGTERM (the schema made sure ``template``
+    has ``{port}``).
     """
-    if not isinstance(template, str) or "{port}" not in template:
-        raise ValueError("ccc:monitoring:forwarder:forward_command must be a command with {port}, "
-                         "{address} and {target_port}")
     loops = []
     for port, target in pairs:
         try:
