@@ -158,11 +158,10 @@ def _check(path, value, spec, found, item=False, require=True):
 
 def _check_mapping(path, value, spec, found, require):
     keys = spec.get("keys") or {}
-    for key in spec.get("required", ()) if require else ():
-        if value.get(key) is None:
-            found.append(f"{path}:{key} is required: {describe(keys.get(key, {}))}")
+    missing = [key for key in (spec.get("required", ()) if require else ()) if value.get(key) is None]
+    found.extend(f"{path}:{key} is required: {describe(keys.get(key, {}))}" for key in missing)
     for key, child in keys.items():
-        if value.get(key) is not None or (key in value and not _fits(None, child)):
+        if key not in missing and (value.get(key) is not None or (key in value and not _fits(None, child))):
             _check(f"{path}:{key}", value.get(key), child, found, require=require)
     unknown = [key for key in value if key not in keys]
     if unknown and spec.get("unknown") == "refuse":

@@ -72,6 +72,8 @@ def test_mappings_known_required_unknown_names_and_values():
     assert problems({"k": None}, required=["k"], keys={"k": {"type": ["string", "null"]}}) == [
         "ccc:timezone:k is required: a string or null"]
     assert ccc_role_schema.problems("timezone", {"k": None}, {"required": ["k"]}, require=False) == []
+    assert problems({"k": None}, required=["k"], keys={"k": {"type": "string"}}) == [
+        "ccc:timezone:k is required: a string"]  # said once, not also as "must be a string, got None"
 
 
 def test_the_settings_key_names_the_path():
