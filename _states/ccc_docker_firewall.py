@@ -26,7 +26,7 @@ from salt.exceptions import CommandExecutionError
 import ccc_docker_firewall as fw
 import ccc_pillar
 import ccc_safefs
-import ccc_state_ret
+import _ccc_state_ret as ccc_state_ret
 
 __virtualname__ = "ccc_docker_firewall"
 

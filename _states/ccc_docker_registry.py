@@ -23,7 +23,7 @@ from salt.exceptions import CommandExecutionError
 import ccc_docker_auth
 import ccc_pillar
 import ccc_safefs
-import ccc_state_ret
+import _ccc_state_ret as ccc_state_ret
 import ccc_secrets
 
 __virtualname__ = "ccc_docker_registry"

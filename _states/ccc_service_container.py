@@ -46,7 +46,7 @@ import ccc_pillar
 import ccc_safefs
 import ccc_secrets
 import ccc_service_containers as svc
-import ccc_state_ret
+import _ccc_state_ret as ccc_state_ret
 
 __virtualname__ = "ccc_service_container"
 MODULE = "ccc_service_container"
