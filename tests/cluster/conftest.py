@@ -149,3 +149,12 @@ def managed_stacks(daemon):
     """STACK_NAMEs of the running ccc-salt containers on a test dockerd."""
     listed = daemon.client().api.containers(filters={"label": "ccc.managed-by=ccc-salt"})  # one call: no 404 mid-swap
     return {entry["Labels"]["ccc.stack"] for entry in listed}
+
+
+def redeploys_settled(master, stack=None):
+    """The master's redeploy record (``ccc.redeploy_status``) holds nothing in flight, pending or
+    held back: for ``stack``, or (None) for any stack and no node's full reconcile either."""
+    record = master.salt_run_cli(timeout=60).run("ccc.redeploy_status").data or {}
+    if stack is not None:
+        return stack not in (record.get("stacks") or {})
+    return not record.get("stacks") and not record.get("nodes")

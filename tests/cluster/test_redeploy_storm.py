@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import NODES, REDEPLOY_LIMITS
+from .conftest import NODES, REDEPLOY_LIMITS, redeploys_settled
 from .test_redeploy import EDIT_TIMEOUT, SETTLE, settings_dir, shm_of, state_apply_returns, wait_for
 
 pytestmark = pytest.mark.docker
@@ -45,33 +45,40 @@ def _most_in_a_window(stamps):
     return max((len([t for t in stamps if first <= t < first + window]) for first in stamps), default=0)
 
 
-def _held(event_listener, master, after, stack="ana-main"):
-    """How often the master held ``stack`` back by the rate limit since ``after``: the ``hold``
-    actions in the returns of its ``ccc.redeploy`` and ``ccc.flush`` runs. Whether a flood reaches
-    the limit depends on how fast the jobs return (a job is published only once the previous one
-    returned): on a loaded machine the jobs alone may pace it below the limit, and nothing is held."""
-    held = 0
-    for event in event_listener.get_events([(master.id, "salt/run/*/ret")], after_time=after):
-        ret = event.data.get("return")
-        if event.data.get("fun") == "runner.ccc.redeploy" and isinstance(ret, dict):
-            held += ret.get("stack") == stack and ret.get("action") == "hold"
-        elif event.data.get("fun") == "runner.ccc.flush" and isinstance(ret, dict):
-            held += ret.get(stack) == "hold"
-    return held
+class _Holds:
+    """The master's ``hold`` decisions for ``stack`` since ``after`` (the ``hold`` actions in the
+    returns of its ``ccc.redeploy`` and ``ccc.flush`` runs), gathered as they come: the listener
+    forgets an event after 120 s. Whether a flood reaches the rate limit depends on how fast the
+    jobs return (a job is published only once the previous one returned): on a loaded machine the
+    jobs alone may pace it below the limit, and nothing is held."""
+
+    def __init__(self, event_listener, master, after, stack="ana-main"):
+        self.listener, self.master, self.after, self.stack = event_listener, master, after, stack
+        self.jids, self.polled = set(), 0.0
+
+    def poll(self, force=False):
+        """Gathers the new hold decisions (at most once a second unless ``force``); returns how many."""
+        if force or time.monotonic() - self.polled >= 1:
+            self.polled = time.monotonic()
+            for event in self.listener.get_events([(self.master.id, "salt/run/*/ret")], after_time=self.after):
+                ret, fun = event.data.get("return"), event.data.get("fun")
+                if isinstance(ret, dict) and (fun == "runner.ccc.flush" and ret.get(self.stack) == "hold" or
+                                              fun == "runner.ccc.redeploy" and ret.get("stack") == self.stack
+                                              and ret.get("action") == "hold"):
+                    self.jids.add(event.data.get("jid"))
+        return len(self.jids)
 
 
-def _settled(master, stack="ana-main"):
-    """The master's redeploy record has nothing in flight, pending or held for ``stack``."""
-    record = master.salt_run_cli(timeout=60).run("ccc.redeploy_status").data or {}
-    return stack not in (record.get("stacks") or {})
-
-
-def _told_iff_held(event_listener, master, started, notice_seen, seen):
+def _told_iff_held(master, holds, notice_seen, seen):
     """Once the record settled: the user read the limit notice in ``.deploy`` if and only if the
     master held an apply back (derived from what happened, not from the saves' pace)."""
-    assert wait_for(lambda: _settled(master), timeout=REDEPLOY_LIMITS["window"] + 2 * EDIT_TIMEOUT, interval=1), \
+    def settled():
+        notice_seen()  # keep looking: the last applies rewrite the report
+        return redeploys_settled(master, "ana-main")
+
+    assert wait_for(settled, timeout=REDEPLOY_LIMITS["window"] + 2 * EDIT_TIMEOUT, interval=1), \
         "redeploys still pending"
-    held = _held(event_listener, master, started)
+    held = holds.poll(force=True)
     print(f"held back {held} times by the rate limit")
     if held:
         assert wait_for(notice_seen, timeout=EDIT_TIMEOUT), "no .deploy told the user about the limit"
@@ -88,6 +95,7 @@ def test_a_save_every_second_is_coalesced_and_rate_limited(master, minions, dock
     last = (100 + SAVES - 1) * 1024**2
 
     def notice_seen():  # each apply rewrites the report: look often
+        holds.poll()
         text = report.read_text() if report.exists() else ""
         if not seen and NOTICE in text:
             seen.append(text)
@@ -99,6 +107,7 @@ def test_a_save_every_second_is_coalesced_and_rate_limited(master, minions, dock
 
     time.sleep(SETTLE)  # events of an earlier test's edit are still on their way
     started = time.time()
+    holds = _Holds(event_listener, master, started)
     for index in range(SAVES):
         path.write_text(f"ana-main:\n  SHM_SIZE: {100 + index}m\n")
         deadline = time.monotonic() + INTERVAL
@@ -107,7 +116,7 @@ def test_a_save_every_second_is_coalesced_and_rate_limited(master, minions, dock
             time.sleep(0.1)
     assert wait_for(last_save_applied, timeout=REDEPLOY_LIMITS["window"] + EDIT_TIMEOUT), "last save not applied"
     # a held-back apply may still come (a late duplicate event); its report is replaced by the next one
-    _told_iff_held(event_listener, master, started, notice_seen, seen)
+    _told_iff_held(master, holds, notice_seen, seen)
     events = event_listener.get_events([(master.id, "salt/beacon/*/ccc_settings/ana-main")], after_time=started)
     published = {e.data["jid"]: e.stamp for e in event_listener.get_events([(master.id, "salt/job/*/new")],
                                                                           after_time=started)}
@@ -137,6 +146,7 @@ def test_touching_an_unchanged_file_twice_a_second_is_rate_limited(master, minio
     seen = []
 
     def notice_seen():  # each apply rewrites the report: look often
+        holds.poll()
         text = report.read_text() if report.exists() else ""
         if not seen and NOTICE in text:
             seen.append(text)
@@ -144,13 +154,14 @@ def test_touching_an_unchanged_file_twice_a_second_is_rate_limited(master, minio
 
     time.sleep(SETTLE)  # events of an earlier test's edit are still on their way
     started, first = time.time(), time.monotonic()
+    holds = _Holds(event_listener, master, started)
     for tick in range(int(TOUCH_FOR / TOUCH_INTERVAL)):
         os.utime(path)  # touch: a new mtime, the same settings
         while time.monotonic() < first + (tick + 1) * TOUCH_INTERVAL:
             notice_seen()
             time.sleep(0.05)
     touched = time.time()
-    _told_iff_held(event_listener, master, started, notice_seen, seen)
+    _told_iff_held(master, holds, notice_seen, seen)
     # a real edit after the flood: applied once the window allows
     size = (int(time.time()) % 100 + 300) * 1024**2
     path.write_text(f"ana-main:\n  SHM_SIZE: {size // 1024**2}m\n")
