@@ -47,6 +47,24 @@ def _ip_address(value):
     return True
 
 
+def _ip_version(version):
+    """A rule: an IP address of that version (a gateway of that family)."""
+    return lambda value: _ip_address(value) and ipaddress.ip_address(value).version == version
+
+
+def _ip_interface(value):
+    """An interface address with its prefix length (10.0.0.5/24, fd00::5/64), as netplan wants it."""
+    try:
+        ipaddress.ip_interface(value)
+    except ValueError:
+        return False
+    return "/" in value
+
+
+# Linux interface names: at most 15 bytes (IFNAMSIZ - 1), no slash, colon or white space.
+INTERFACE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}")
+
+
 def _regex(value):
     try:
         re.compile(value)
@@ -67,6 +85,11 @@ FORMATS = {
                           "an absolute, normalised folder other than /"),
     "ip_address": (_ip_address, "an IP address"),
     "ip_network": (_ip_network, "an IP address or network (e.g. 10.0.0.0/8, ::1)"),
+    "ipv4_address": (_ip_version(4), "an IPv4 address"),
+    "ipv6_address": (_ip_version(6), "an IPv6 address"),
+    "ip_interface": (_ip_interface, "an address with a prefix length (e.g. 10.0.0.5/24)"),
+    "interface_name": (lambda v: bool(INTERFACE_NAME.fullmatch(v)),
+                       "an interface name (1 to 15 letters, digits, '_', '.', '-')"),
     "regex": (_regex, "a regular expression"),
 }
 TYPES = {

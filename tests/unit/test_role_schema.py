@@ -44,6 +44,19 @@ def test_enum_pattern_and_formats():
     assert one("Ana", type="string", format="stack_name") != []  # ccc_rules.is_stack_name
     assert one("10.0.0.300", type="string", format="ip_network") != []
     assert one("(", type="string", format="regex") == ["ccc:timezone:k must be a regular expression, got '('"]
+    assert one("10.0.0.1", type="string", format="ipv6_address") == [
+        "ccc:timezone:k must be an IPv6 address, got '10.0.0.1'"]
+    assert one("fd00::1", type="string", format="ipv6_address") == one("10.0.0.1", type="string", format="ipv4_address")
+    assert one("fd00::1", type="string", format="ipv4_address") != []
+    assert one("x", type="string", format="ipv4_address") != []
+    assert one("10.0.0.5", type="string", format="ip_interface") != []  # the prefix length is required
+    assert one("10.0.0.5/33", type="string", format="ip_interface") != []
+    assert one("fd00::5/64", type="string", format="ip_interface") == []
+    assert one("bond0.20", type="string", format="interface_name") == []
+    assert one("a-very-long-interface", type="string", format="interface_name") == [
+        "ccc:timezone:k must be an interface name (1 to 15 letters, digits, '_', '.', '-'), "
+        "got 'a-very-long-interface'"]
+    assert one("eth/0", type="string", format="interface_name") != []
 
 
 def test_texts_name_what_a_value_must_be():
