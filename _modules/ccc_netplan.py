@@ -29,7 +29,8 @@ def __virtual__():
 def document(settings=None):
     """
     The role's netplan file for this node: ``{"path": ..., "text": ... or None, "document": ...}``
-    (``text`` is None when ``ccc:netplan`` defines no interface). A pillar with problems raises
+    (``text`` is None when ``ccc:netplan`` defines no interface). A pillar with problems (by the
+    role's schema.yaml, then ``ccc_netplan.build``'s rules that compare values) raises
     ``CommandExecutionError`` listing every one. ``settings``: the role's merged settings
     (default: ``ccc_cluster.role_settings``).
 
@@ -41,7 +42,9 @@ def document(settings=None):
     """
     if settings is None:
         settings = ccc_role_settings.read("netplan", __pillar__, __salt__["cp.get_file_str"])
-    built, problems = ccc_netplan.build(settings)
+    problems = ccc_role_settings.problems("netplan", settings, __salt__["cp.get_file_str"])
+    if not problems:
+        built, problems = ccc_netplan.build(settings)
     if problems:
         raise CommandExecutionError("ccc:netplan is not valid, nothing changed: " + "; ".join(problems))
     return {"path": ccc_netplan.file_path(settings), "document": built,

@@ -102,7 +102,8 @@ def state(tmp_path, monkeypatch):
     records ``netplan apply`` calls (FAKE, see the module docstring)."""
     root = tmp_path / "root"
     (root / "etc" / "netplan").mkdir(parents=True)
-    module = load_module("_modules/ccc_netplan.py", "ccc_netplan_exec_under_test")
+    module = load_module("_modules/ccc_netplan.py", "ccc_netplan_exec_under_test",
+                         salt={"cp.get_file_str": lambda url: (site.REPO / "salt" / url[len("salt://"):]).read_text()})
     monkeypatch.setattr(module, "ROOT", str(root))
     monkeypatch.setattr(ccc_netplan, "NETPLAN_DIR", str(root / "etc" / "netplan"))
     applied, failures = [], []
