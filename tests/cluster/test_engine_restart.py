@@ -20,7 +20,7 @@ from support import site
 from support.dockerd import start_dockerd
 from support.nodes import TEST_BASE
 
-from .conftest import managed_stacks
+from .conftest import REDEPLOY_LIMITS, managed_stacks, redeploys_settled
 from .test_redeploy import SETTLE, state_apply_returns, wait_for
 
 pytestmark = pytest.mark.docker
@@ -90,7 +90,11 @@ def crash_and_recover(kill, master, dockerds, storage, event_listener):
         last = max(event.stamp for event in earlier)
         wait = MIN_INTERVAL + 1 - (datetime.datetime.now(datetime.timezone.utc) - last).total_seconds()
         time.sleep(max(0, wait))
-    time.sleep(SETTLE)  # an earlier test's jobs are still on their way
+    time.sleep(SETTLE)  # an earlier test's settings events are still on their way
+    # and its jobs, or the cluster's start-up reconcile, are queued: the reconcile this crash
+    # causes must not wait behind them, nor must they run while the engine is down
+    assert wait_for(lambda: redeploys_settled(master), timeout=REDEPLOY_LIMITS["window"] + 60, interval=1), \
+        "redeploys still pending"
 
     started = time.time()
     kill(node1)

@@ -55,7 +55,8 @@ def test_an_edit_made_during_a_master_outage_is_applied_by_the_reconnect_reconci
     master.start()
     started_in = time.monotonic() - restarted
     reconnects = wait_for(lambda: event_listener.get_events([(master.id, "salt/minion/node1/start")],
-                                                            after_time=restarted_at), timeout=RECONNECT_TIMEOUT)
+                                                            after_time=restarted_at),
+                          timeout=RECONNECT_TIMEOUT, interval=1)
     assert reconnects, "node1 did not announce its reconnect"
     reconnected = min(event.stamp for event in reconnects).timestamp()
     applied = wait_for(lambda: shm_of(node1, "ana-main") == SHM,
