@@ -2,7 +2,9 @@
 ``/etc/docker/daemon.json`` from pillar: the admin's mapping (``ccc:docker:daemon``) plus, on
 nodes with the NVIDIA container toolkit, the ``nvidia`` runtime as the default one. Pure: the
 file's text is a function of pillar alone (sorted keys), so an unchanged pillar never rewrites
-the file and never restarts dockerd.
+the file and never restarts dockerd. ``daemon`` a mapping (or null) is the docker role's
+schema.yaml's rule, which the role scaffold checks before any of the role's states; the shape of
+its ``runtimes`` is checked here (the schema declares only its defaults' keys, and daemon's is {}).
 """
 
 import json
@@ -11,17 +13,15 @@ NVIDIA_RUNTIME = {"path": "nvidia-container-runtime", "runtimeArgs": []}
 
 
 def config(daemon, nvidia):
-    """The daemon.json mapping; ``ValueError`` when ``daemon`` is not a mapping."""
-    if daemon is None:
-        daemon = {}
-    if not isinstance(daemon, dict):
-        raise ValueError(f"ccc:docker:daemon must be a mapping of daemon.json keys, got {type(daemon).__name__}")
-    result = json.loads(json.dumps(daemon))
+    """The daemon.json mapping of ``daemon`` (``ccc:docker:daemon``, null for none), a copy;
+    ``ValueError`` when the nvidia runtime cannot be added to its ``runtimes``."""
+    result = json.loads(json.dumps(daemon or {}))
     if nvidia:
         runtimes = result.setdefault("runtimes", {})
-        if not isinstance(runtimes, dict):
-            raise ValueError("ccc:docker:daemon:runtimes must be a mapping")
-        runtimes["nvidia"] = dict(NVIDIA_RUNTIME, **(runtimes.get("nvidia") or {}))
+        if not isinstance(runtimes, dict) or not isinstance(runtimes.get("nvidia", {}), dict):
+            raise ValueError(f"ccc:docker:daemon:runtimes must be a mapping of runtime name -> {{path, runtimeArgs}}, "
+                             f"got {runtimes!r}")
+        runtimes["nvidia"] = dict(NVIDIA_RUNTIME, **runtimes.get("nvidia", {}))
         result["default-runtime"] = "nvidia"
     return result
 

@@ -11,10 +11,12 @@ records its calls and, when told it supports ``--validate``, refuses a config wi
 import json
 
 import pytest
+from support import role_files
 from support.salt_modules import functions
 from support.scripts import load_module
 
 import ccc_docker_daemon
+import ccc_role_schema
 
 FAKE_DOCKERD = """#!/bin/sh
 echo "$*" >> {log}
@@ -41,8 +43,19 @@ def test_the_nvidia_runtime_is_added_and_made_default_only_on_toolkit_nodes():
     assert daemon == {"log-driver": "json-file", "runtimes": {"kata": {"path": "kata-runtime"}}}  # not mutated
     text = ccc_docker_daemon.render(with_gpu)
     assert text.index('"default-runtime"') < text.index('"log-driver"') < text.index('"runtimes"')
-    with pytest.raises(ValueError, match="ccc:docker:daemon must be a mapping"):
-        ccc_docker_daemon.config(["not", "a", "mapping"], nvidia=False)
+    assert ccc_docker_daemon.config(None, nvidia=False) == {}
+
+
+def test_the_schema_refuses_a_daemon_that_is_no_mapping_and_config_runtimes_that_are_none():
+    """``ccc:docker:daemon`` a mapping is the docker role's schema.yaml's rule (ccc_role_schema);
+    its runtimes, where the nvidia runtime is added, ``config``'s."""
+    settings = dict(role_files.defaults("docker"), daemon=["not", "a", "mapping"])
+    assert ccc_role_schema.problems("docker", settings, role_files.schema("docker")) == [
+        "ccc:docker:daemon must be a mapping of daemon.json keys, got ['not', 'a', 'mapping']"]
+    for daemon in ({"runtimes": None}, {"runtimes": {"nvidia": "nvidia-container-runtime"}}):
+        assert ccc_docker_daemon.config(daemon, nvidia=False) == daemon  # dockerd's to judge
+        with pytest.raises(ValueError, match="ccc:docker:daemon:runtimes must be a mapping of runtime name"):
+            ccc_docker_daemon.config(daemon, nvidia=True)
 
 
 @pytest.fixture
