@@ -77,10 +77,14 @@ def test_the_second_apply_changes_nothing(node, first):
 
 def test_a_bad_change_leaves_file_and_address_untouched(node, first):
     before = _out(node, f"cat {FILE}")
-    broken = _apply(node, {"ethernets": {IFACE: {"addresses": ["10.77.0.6/24"]}},
-                           "vlans": {"vlan9": {"id": 5000, "link": IFACE}}})["ccc-cluster-netplan-config"]
-    assert broken["result"] is False
-    assert "ccc:netplan:vlans:vlan9:id must be a whole number from 1 to 4094, got 5000" in broken["comment"]
+    refused = _apply(node, {"ethernets": {IFACE: {"addresses": ["10.77.0.6/24"]}},
+                            "vlans": {"vlan9": {"id": 5000, "link": IFACE}}})
+    # the role's schema refuses it before any of the role's states exist: one failing state says why
+    assert "ccc-cluster-netplan-config" not in refused
+    broken = refused["ccc-cluster-netplan-settings"]
+    assert (broken["result"], broken["changes"]) == (False, {})
+    assert broken["comment"] == ("ccc:netplan is not valid, nothing changed: "
+                                 "ccc:netplan:vlans:vlan9:id must be a whole number 1..4094, got 5000")
     # a clash only netplan sees: another file of the node already bonds cccnp1
     node.write_file("/etc/netplan/50-foreign.yaml",
                     "network:\n  version: 2\n  ethernets: {cccnp1: {}}\n  bonds: {bond9: {interfaces: [cccnp1]}}\n", "0600")
