@@ -46,7 +46,7 @@ def _node():
 def status(settings=None):
     """
     This node's swarm state and what the role would do about it: ``{"state", "manager",
-    "managers", "action", "comment"}``.
+    "managers", "action", "reason"}``.
 
     CLI Example:
 
@@ -60,13 +60,13 @@ def status(settings=None):
     decision = ccc_swarm.membership(settings, __grains__["id"], swarm)
     return {"state": swarm.get("LocalNodeState"), "manager": bool(swarm.get("ControlAvailable")),
             "managers": [m.get("Addr") for m in swarm.get("RemoteManagers") or []],
-            "action": decision["action"], "comment": decision["comment"]}
+            "action": decision["action"], "reason": decision["reason"]}
 
 
 def member(settings=None, test=False):
     """
     Make this node a member of the swarm: init on the leader, join elsewhere (token from
-    secrets), nothing for a member; never leave or force. Returns ``{"action", "comment",
+    secrets), nothing for a member; never leave or force. Returns ``{"action", "reason",
     "changed"}``; raises ``CommandExecutionError`` when the node cannot be made a member.
 
     CLI Example:
@@ -79,7 +79,7 @@ def member(settings=None, test=False):
     with ccc_engine.session(_node(), CommandExecutionError) as client:
         decision = ccc_swarm.membership(settings, __grains__["id"], ccc_swarm_engine.swarm_info(client))
         if decision["action"] == "fail":
-            raise CommandExecutionError(decision["comment"])
+            raise CommandExecutionError(decision["reason"])
         if decision["action"] == "join":
             token = _token(decision["manager"])  # also in test mode: a missing token fails there too
             if not test:
@@ -89,7 +89,7 @@ def member(settings=None, test=False):
                     raise CommandExecutionError(str(exc)) from None
         elif decision["action"] == "init" and not test:
             ccc_swarm_engine.init(client, settings)
-    return {"action": decision["action"], "comment": decision["comment"], "changed": decision["action"] != "none"}
+    return {"action": decision["action"], "reason": decision["reason"], "changed": decision["action"] != "none"}
 
 
 def _token(manager):
@@ -225,7 +225,7 @@ def leave(settings=None, test=False):
     """
     Leave the swarm (the role is ``absent``): the leader first removes this role's unused
     overlays. A manager is never forced out (Docker refuses a manager's plain leave: a forced one
-    can break the swarm's quorum); demote it first. Returns ``{"left", "overlays", "comment"}``.
+    can break the swarm's quorum); demote it first. Returns ``{"left", "overlays"}``: ``left`` false when it was in no swarm.
 
     CLI Example:
 
@@ -237,7 +237,7 @@ def leave(settings=None, test=False):
     with ccc_engine.session(_node(), CommandExecutionError) as client:
         swarm = ccc_swarm_engine.swarm_info(client)
         if swarm.get("LocalNodeState") == "inactive":
-            return {"left": False, "overlays": {}, "comment": "this node is in no swarm"}
+            return {"left": False, "overlays": {}}
         pruned = ccc_swarm_engine.prune(client, [], test=test) if swarm.get("ControlAvailable") else {}
         if swarm.get("ControlAvailable"):
             raise CommandExecutionError(
@@ -247,4 +247,4 @@ def leave(settings=None, test=False):
                 f"{', '.join(pruned.get('removed') or []) or 'none'}")
         if not test:
             ccc_swarm_engine.leave(client)
-    return {"left": True, "overlays": pruned, "comment": "left the swarm" if not test else "would leave the swarm"}
+    return {"left": True, "overlays": pruned}

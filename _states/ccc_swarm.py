@@ -33,10 +33,10 @@ def member(name, settings):
     except CommandExecutionError as exc:
         return ccc_state_ret.result(name, False, {}, str(exc))
     if not done["changed"]:
-        return ccc_state_ret.result(name, True, {}, done["comment"])
+        return ccc_state_ret.result(name, True, {}, done["reason"])
     verb = {"init": "swarm initialised", "join": "joined the swarm"}[done["action"]]
     return ccc_state_ret.result(name, None if test else True, {"swarm": verb},
-                                ("would: " if test else "") + done["comment"])
+                                ("would: " if test else "") + done["reason"])
 
 
 def overlays(name, settings):
@@ -110,4 +110,5 @@ def left(name, settings):
         changes["swarm"] = "left"
     if (done["overlays"] or {}).get("removed"):
         changes["overlays_removed"] = done["overlays"]["removed"]
-    return ccc_state_ret.result(name, None if (test and changes) else True, changes, done["comment"])
+    comment = ("would leave the swarm" if test else "left the swarm") if done["left"] else "this node is in no swarm"
+    return ccc_state_ret.result(name, None if (test and changes) else True, changes, comment)

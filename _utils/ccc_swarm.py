@@ -120,7 +120,7 @@ def join_address(settings):
 def membership(settings, node_id, swarm):
     """
     What the role does about this node's Swarm membership, from the engine's ``Info.Swarm``
-    (``swarm``). Returns ``{"action": "init"|"join"|"none"|"fail", "comment": str}`` plus, for a
+    (``swarm``). Returns ``{"action": "init"|"join"|"none"|"fail", "reason": str}`` (why, in words for the admin) plus, for a
     join, ``"manager"`` (which token) and ``"remote"`` (the address to join at).
     A node in a swarm is never made to leave: a different swarm, or one being joined, is reported.
     """
@@ -129,25 +129,25 @@ def membership(settings, node_id, swarm):
     managers = sorted({_host(m.get("Addr")) for m in (swarm or {}).get("RemoteManagers") or [] if m.get("Addr")})
     if state == "inactive":
         if leader:
-            return {"action": "init", "comment": f"{node_id} initialises the swarm (it is ccc:swarm:leader)"}
+            return {"action": "init", "reason": f"{node_id} initialises the swarm (it is ccc:swarm:leader)"}
         if not join_address(settings):
-            return {"action": "fail", "comment": "ccc:swarm:leader_addr is not set: the nodes cannot know where to "
+            return {"action": "fail", "reason": "ccc:swarm:leader_addr is not set: the nodes cannot know where to "
                                                  f"join the swarm of {settings.get('leader')}"}
         return {"action": "join", "manager": bool(settings.get("manager")), "remote": join_address(settings),
-                "comment": f"{node_id} joins the swarm at {join_address(settings)} as a "
+                "reason": f"{node_id} joins the swarm at {join_address(settings)} as a "
                            f"{'manager' if settings.get('manager') else 'worker'}"}
     if state != "active":
-        return {"action": "fail", "comment": f"the engine's swarm state is {state!r} (a join under way, or an error:"
+        return {"action": "fail", "reason": f"the engine's swarm state is {state!r} (a join under way, or an error:"
                                              " see `docker info`); nothing is changed until it is active or inactive"}
     if leader:
         if not swarm.get("ControlAvailable"):
-            return {"action": "fail", "comment": f"{node_id} is ccc:swarm:leader but a worker in a swarm managed by "
+            return {"action": "fail", "reason": f"{node_id} is ccc:swarm:leader but a worker in a swarm managed by "
                                                  f"{', '.join(managers) or 'unknown managers'}; it must be the swarm's "
                                                  "manager (leave that swarm by hand: docker swarm leave)"}
-        return {"action": "none", "comment": f"{node_id} leads its swarm"}
+        return {"action": "none", "reason": f"{node_id} leads its swarm"}
     expected = _host(settings.get("leader_addr"))
     if expected and managers and expected not in managers:
-        return {"action": "fail", "comment": f"{node_id} is in a different swarm (managers {', '.join(managers)}, "
+        return {"action": "fail", "reason": f"{node_id} is in a different swarm (managers {', '.join(managers)}, "
                                              f"not {expected}); it is left as it is: leave that swarm by hand "
                                              "(docker swarm leave), then apply again"}
     note = ""
@@ -155,7 +155,7 @@ def membership(settings, node_id, swarm):
         wanted = "manager" if settings.get("manager") else "worker"
         note = (f"; ccc:swarm:manager asks for a {wanted}: {'promote' if settings.get('manager') else 'demote'} it"
                 f" on the leader (docker node {'promote' if settings.get('manager') else 'demote'} {node_id})")
-    return {"action": "none", "comment": f"{node_id} is in the swarm" + note}
+    return {"action": "none", "reason": f"{node_id} is in the swarm" + note}
 
 
 def swarm_nodes(ccc, settings):

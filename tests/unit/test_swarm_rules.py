@@ -25,39 +25,39 @@ def test_the_leader_initialises_an_engine_in_no_swarm_and_then_leaves_it_alone()
 def test_a_leader_that_is_a_worker_somewhere_fails_and_is_never_made_to_leave():
     decision = ccc_swarm.membership(LEADER, "node1", dict(ACTIVE_WORKER, RemoteManagers=[{"Addr": "192.168.5.5:2377"}]))
     assert decision["action"] == "fail"
-    assert "192.168.5.5" in decision["comment"] and "by hand" in decision["comment"]
+    assert "192.168.5.5" in decision["reason"] and "by hand" in decision["reason"]
 
 
 @pytest.mark.parametrize("manager", [False, True])
 def test_other_nodes_join_the_leader_with_the_token_of_their_kind(manager):
     decision = ccc_swarm.membership(dict(LEADER, manager=manager), "node2", {"LocalNodeState": "inactive"})
     assert decision == {"action": "join", "manager": manager, "remote": "10.0.0.1:2377",
-                        "comment": f"node2 joins the swarm at 10.0.0.1:2377 as a {'manager' if manager else 'worker'}"}
+                        "reason": f"node2 joins the swarm at 10.0.0.1:2377 as a {'manager' if manager else 'worker'}"}
     assert ccc_swarm.TOKEN_SECRETS[manager] == ("swarm", "manager_token" if manager else "worker_token")
 
 
 def test_a_node_without_the_leaders_address_cannot_join():
     decision = ccc_swarm.membership(dict(LEADER, leader_addr=None), "node2", {"LocalNodeState": "inactive"})
-    assert decision["action"] == "fail" and "ccc:swarm:leader_addr" in decision["comment"]
+    assert decision["action"] == "fail" and "ccc:swarm:leader_addr" in decision["reason"]
 
 
 def test_a_member_of_the_swarm_is_left_alone_and_told_how_to_change_its_kind():
-    assert ccc_swarm.membership(LEADER, "node2", ACTIVE_WORKER) == {"action": "none", "comment": "node2 is in the swarm"}
+    assert ccc_swarm.membership(LEADER, "node2", ACTIVE_WORKER) == {"action": "none", "reason": "node2 is in the swarm"}
     decision = ccc_swarm.membership(dict(LEADER, manager=True), "node2", ACTIVE_WORKER)
-    assert decision["action"] == "none" and "docker node promote node2" in decision["comment"]
+    assert decision["action"] == "none" and "docker node promote node2" in decision["reason"]
 
 
 def test_a_node_in_a_different_swarm_fails_and_is_not_forced_out():
     other = dict(ACTIVE_WORKER, RemoteManagers=[{"Addr": "172.16.0.9:2377"}])
     decision = ccc_swarm.membership(LEADER, "node2", other)
     assert decision["action"] == "fail"
-    assert "different swarm" in decision["comment"] and "172.16.0.9" in decision["comment"]
+    assert "different swarm" in decision["reason"] and "172.16.0.9" in decision["reason"]
 
 
 @pytest.mark.parametrize("state", ["pending", "error", "locked"])
 def test_an_engine_between_states_is_not_touched(state):
     decision = ccc_swarm.membership(LEADER, "node2", {"LocalNodeState": state})
-    assert decision["action"] == "fail" and repr(state) in decision["comment"]
+    assert decision["action"] == "fail" and repr(state) in decision["reason"]
 
 
 @pytest.mark.parametrize("given, joined", [("10.0.0.1", "10.0.0.1:2377"), ("10.0.0.1:4000", "10.0.0.1:4000"),
