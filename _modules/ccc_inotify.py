@@ -36,7 +36,7 @@ def plan(settings=None):
     """
     The sysctls the inotify role sets on this node and what it must report: ``{"sysctls":
     {name: value}, "problems": [...], "config": file, "container": None or {"ok": bool,
-    "comment": text}}``. ``settings``: the role's merged settings (default: read through
+    "reason": text}}``. ``settings``: the role's merged settings (default: read through
     ``ccc_cluster.role_settings``).
 
     CLI Example:
@@ -50,4 +50,4 @@ def plan(settings=None):
     wanted, problems = ccc_inotify.sysctls(settings, ccc_role_settings.schema("inotify", __salt__["cp.get_file_str"]))
     verdict = ccc_inotify.container_verdict(_container(), os.access(PROBE, os.W_OK))
     return {"sysctls": wanted, "problems": problems, "config": ccc_inotify.CONFIG_FILE,
-            "container": None if verdict is None else {"ok": verdict[0], "comment": verdict[1]}}
+            "container": None if verdict is None else {"ok": verdict[0], "reason": verdict[1]}}

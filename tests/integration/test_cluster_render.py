@@ -2,6 +2,8 @@
 applied; the node's Docker engine is a private test dockerd): every role of the node renders and nothing fails, the roles come in the documented
 order, and ``ccc:roles``/``ccc:only_roles`` decide which run, as ``ccc_cluster.roles`` says."""
 
+import os
+
 import pytest
 
 from support import site
@@ -57,6 +59,9 @@ def test_only_roles_and_an_absent_role_on_the_command_line(tmp_path, node1_docke
         len([s for s in states if s["__id__"].startswith("ccc-cluster-timezone")])
     skipped = len(ccc_roles.ORDER) - 2
     assert states[-1]["name"] == f"cluster roles applied: inotify; cleaned: timezone; skipped: {skipped}"
+    # the test host is a Docker container (/.dockerenv): the inotify role says what that means
+    container = [s["comment"] for s in states if s["__id__"] == "ccc-cluster-inotify-container"]
+    assert not os.path.exists("/.dockerenv") or container[0].startswith("this node is a docker container")
 
 
 def test_an_unknown_role_fails_the_run_and_names_the_roles(tmp_path):

@@ -10,7 +10,7 @@ ccc-cluster-inotify-container:
     - result: {{ plan.container.ok | json }}
     - allow_test_mode_failure: true
     - name: node is a container
-    - comment: {{ plan.container.comment | json }}
+    - comment: {{ plan.container.reason | json }}
 {%- endif %}
 {%- if not plan.sysctls %}
 ccc-cluster-inotify-none:
