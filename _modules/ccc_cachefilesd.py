@@ -32,9 +32,7 @@ def config(settings=None):
 
         salt-call ccc_cachefilesd.config
     """
-    if settings is None:
-        settings = ccc_role_settings.read("cachefilesd", __pillar__, __salt__["cp.get_file_str"])
-    schema = ccc_role_settings.schema("cachefilesd", __salt__["cp.get_file_str"])
+    settings, schema = ccc_role_settings.given("cachefilesd", settings, __pillar__, __salt__["cp.get_file_str"])
     checked, problems = ccc_cachefilesd.check(settings, schema)
     if problems:
         return {"problems": problems, "conf": None, "default": None, "cache_dir": None, "state": None}

@@ -26,9 +26,7 @@ def jail(settings=None):
 
         salt-call ccc_fail2ban.jail
     """
-    if settings is None:
-        settings = ccc_role_settings.read("fail2ban", __pillar__, __salt__["cp.get_file_str"])
-    schema = ccc_role_settings.schema("fail2ban", __salt__["cp.get_file_str"])
+    settings, schema = ccc_role_settings.given("fail2ban", settings, __pillar__, __salt__["cp.get_file_str"])
     checked, problems = ccc_fail2ban.check(settings, schema)
     text = None if problems else ccc_fail2ban.jail_text(checked)
     return {"problems": problems, "text": text, "ignore_country": checked.get("ignore_country"),

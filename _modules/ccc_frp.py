@@ -39,9 +39,8 @@ def client_specs(settings=None):
 
         salt-call ccc_frp.client_specs
     """
-    if settings is None:
-        settings = ccc_role_settings.read("frp_client", __pillar__, __salt__["cp.get_file_str"])
-    problems = ccc_frp_client.check(settings, ccc_role_settings.schema("frp_client", __salt__["cp.get_file_str"]))
+    settings, schema = ccc_role_settings.given("frp_client", settings, __pillar__, __salt__["cp.get_file_str"])
+    problems = ccc_frp_client.check(settings, schema)
     if problems:
         return {"problems": problems, "specs": []}
     return {"problems": [], "specs": ccc_frp_client.container_specs(settings, __grains__["id"], _present)}

@@ -45,9 +45,8 @@ def plan(settings=None):
 
         salt-call ccc_inotify.plan
     """
-    if settings is None:
-        settings = ccc_role_settings.read("inotify", __pillar__, __salt__["cp.get_file_str"])
-    wanted, problems = ccc_inotify.sysctls(settings, ccc_role_settings.schema("inotify", __salt__["cp.get_file_str"]))
+    settings, schema = ccc_role_settings.given("inotify", settings, __pillar__, __salt__["cp.get_file_str"])
+    wanted, problems = ccc_inotify.sysctls(settings, schema)
     verdict = ccc_inotify.container_verdict(_container(), os.access(PROBE, os.W_OK))
     return {"sysctls": wanted, "problems": problems, "config": ccc_inotify.CONFIG_FILE,
             "container": None if verdict is None else {"ok": verdict[0], "reason": verdict[1]}}

@@ -27,8 +27,6 @@ def plan(settings=None):
 
         salt-call ccc_mellanox.plan
     """
-    if settings is None:
-        settings = ccc_role_settings.read("mellanox", __pillar__, __salt__["cp.get_file_str"])
+    settings, schema = ccc_role_settings.given("mellanox", settings, __pillar__, __salt__["cp.get_file_str"])
     installed = os.path.exists(settings.get("ofed_marker") or "/usr/sbin/ofed_uninstall.sh")
-    schema = ccc_role_settings.schema("mellanox", __salt__["cp.get_file_str"])
     return dict(ccc_mellanox.plan(settings, installed, schema), ofed_installed=installed)

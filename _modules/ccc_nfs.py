@@ -36,10 +36,8 @@ def mounts(settings=None):
 
         salt-call ccc_nfs.mounts
     """
-    if settings is None:
-        settings = ccc_role_settings.read("nfs_storage", __pillar__, __salt__["cp.get_file_str"])
+    settings, schema = ccc_role_settings.given("nfs_storage", settings, __pillar__, __salt__["cp.get_file_str"])
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
-    schema = ccc_role_settings.schema("nfs_storage", __salt__["cp.get_file_str"])
     checked, problems = ccc_nfs.check(settings, cluster, schema, ccc_role_settings.enabled("cachefilesd", __pillar__))
     return {"problems": problems, "mounts": checked}
 

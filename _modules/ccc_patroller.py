@@ -60,14 +60,12 @@ def plan(settings=None):
 
         salt-call ccc_patroller.plan
     """
-    if settings is None:
-        settings = ccc_role_settings.read("patroller", __pillar__, __salt__["cp.get_file_str"])
+    settings, schema = ccc_role_settings.given("patroller", settings, __pillar__, __salt__["cp.get_file_str"])
     ccc = ccc_pillar.pillar_ccc(__pillar__)
     node = ccc_pillar.node_settings(ccc, __grains__["id"])
     try:
         result = ccc_patroller.plan(settings, ccc_pillar.cluster_settings(ccc), __grains__["id"],
-                                    node["compute_devices"],
-                                    ccc_role_settings.schema("patroller", __salt__["cp.get_file_str"]))
+                                    node["compute_devices"], schema)
     except (TypeError, AttributeError) as exc:
         raise CommandExecutionError(f"ccc:patroller cannot be read: {exc}") from exc
     problems = result["problems"] or _frp_problems(ccc, result, settings)

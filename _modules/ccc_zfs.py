@@ -49,11 +49,10 @@ def plan(settings=None):
 
         salt-call ccc_zfs.plan
     """
-    if settings is None:
-        settings = ccc_role_settings.read("zfs", __pillar__, __salt__["cp.get_file_str"])
+    settings, schema = ccc_role_settings.given("zfs", settings, __pillar__, __salt__["cp.get_file_str"])
     cluster = ccc_pillar.cluster_settings(ccc_pillar.pillar_ccc(__pillar__))
     local = (cluster.get("mount_points") or {}).get("local") or {}
-    return ccc_zfs.plan(settings, ccc_role_settings.schema("zfs", __salt__["cp.get_file_str"]), local)
+    return ccc_zfs.plan(settings, schema, local)
 
 
 def tools():

@@ -66,6 +66,15 @@ def read(role, pillar, get_file_str):
     return merge(name, _file(name, "defaults.yaml", get_file_str), ccc_pillar.pillar_ccc(pillar))
 
 
+def given(role, settings, pillar, get_file_str):
+    """``(settings, schema)`` for a role's plan: ``settings`` as the caller passed them (the role's
+    state, from its ``map.jinja``) or, when ``None`` (the CLI), read as ``read`` does; and the
+    role's schema, which the plan checks them against."""
+    if settings is None:
+        settings = read(role, pillar, get_file_str)
+    return settings, schema(role, get_file_str)
+
+
 def selection(pillar):
     """What one ``state.apply cluster`` does on this node (``ccc_roles.select`` of its
     ``ccc:roles`` and ``ccc:only_roles``)."""
