@@ -225,7 +225,8 @@ def leave(settings=None, test=False):
     """
     Leave the swarm (the role is ``absent``): the leader first removes this role's unused
     overlays. A manager is never forced out (Docker refuses a manager's plain leave: a forced one
-    can break the swarm's quorum); demote it first. Returns ``{"left", "overlays"}``: ``left`` false when it was in no swarm.
+    can break the swarm's quorum); demote it first. Returns ``{"left", "overlays"}``: ``left`` is
+    false when the node was in no swarm.
 
     CLI Example:
 

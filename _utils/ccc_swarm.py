@@ -120,8 +120,9 @@ def join_address(settings):
 def membership(settings, node_id, swarm):
     """
     What the role does about this node's Swarm membership, from the engine's ``Info.Swarm``
-    (``swarm``). Returns ``{"action": "init"|"join"|"none"|"fail", "reason": str}`` (why, in words for the admin) plus, for a
-    join, ``"manager"`` (which token) and ``"remote"`` (the address to join at).
+    (``swarm``). Returns ``{"action": "init"|"join"|"none"|"fail", "reason": str}`` (why, in words
+    for the admin) plus, for a join, ``"manager"`` (which token) and ``"remote"`` (the address to
+    join at).
     A node in a swarm is never made to leave: a different swarm, or one being joined, is reported.
     """
     state = (swarm or {}).get("LocalNodeState") or "inactive"
@@ -132,24 +133,24 @@ def membership(settings, node_id, swarm):
             return {"action": "init", "reason": f"{node_id} initialises the swarm (it is ccc:swarm:leader)"}
         if not join_address(settings):
             return {"action": "fail", "reason": "ccc:swarm:leader_addr is not set: the nodes cannot know where to "
-                                                 f"join the swarm of {settings.get('leader')}"}
+                                                f"join the swarm of {settings.get('leader')}"}
         return {"action": "join", "manager": bool(settings.get("manager")), "remote": join_address(settings),
                 "reason": f"{node_id} joins the swarm at {join_address(settings)} as a "
-                           f"{'manager' if settings.get('manager') else 'worker'}"}
+                          f"{'manager' if settings.get('manager') else 'worker'}"}
     if state != "active":
         return {"action": "fail", "reason": f"the engine's swarm state is {state!r} (a join under way, or an error:"
-                                             " see `docker info`); nothing is changed until it is active or inactive"}
+                                            " see `docker info`); nothing is changed until it is active or inactive"}
     if leader:
         if not swarm.get("ControlAvailable"):
             return {"action": "fail", "reason": f"{node_id} is ccc:swarm:leader but a worker in a swarm managed by "
-                                                 f"{', '.join(managers) or 'unknown managers'}; it must be the swarm's "
-                                                 "manager (leave that swarm by hand: docker swarm leave)"}
+                                                f"{', '.join(managers) or 'unknown managers'}; it must be the swarm's "
+                                                "manager (leave that swarm by hand: docker swarm leave)"}
         return {"action": "none", "reason": f"{node_id} leads its swarm"}
     expected = _host(settings.get("leader_addr"))
     if expected and managers and expected not in managers:
         return {"action": "fail", "reason": f"{node_id} is in a different swarm (managers {', '.join(managers)}, "
-                                             f"not {expected}); it is left as it is: leave that swarm by hand "
-                                             "(docker swarm leave), then apply again"}
+                                            f"not {expected}); it is left as it is: leave that swarm by hand "
+                                            "(docker swarm leave), then apply again"}
     note = ""
     if bool(settings.get("manager")) != bool(swarm.get("ControlAvailable")):
         wanted = "manager" if settings.get("manager") else "worker"

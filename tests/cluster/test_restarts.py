@@ -98,7 +98,8 @@ def test_an_edit_made_during_a_master_outage_is_applied_by_the_reconnect_reconci
     applied = wait_for(lambda: shm_of(node1, "ana-main") == SHM,
                        timeout=APPLY_BOUND + 30 - (time.time() - reconnected), interval=0.5)
     latency = time.time() - reconnected
-    print(f"node1 noticed the outage after {noticed:.1f} s; master down {restarted - stopped:.0f} s, started in {started_in:.1f} s; node1 reconnected "
+    print(f"node1 noticed the outage after {noticed:.1f} s; master down {restarted - stopped:.0f} s, "
+          f"started in {started_in:.1f} s; node1 reconnected "
           f"{reconnected - restarted_at:.1f} s after starting the master; edit applied {latency:.1f} s after that")
     assert applied, "the edit made during the outage was not applied after the master came back"
     assert latency < APPLY_BOUND

@@ -27,8 +27,8 @@ def test_a_join_is_a_change_and_test_mode_says_would(test):
 
 
 def test_a_member_is_no_change_and_a_refusal_fails_with_its_reason():
-    module, _ = state({"ccc_swarm.member": lambda settings, test: {"action": "none", "reason": "node1 leads its swarm",
-                                                                   "changed": False}})
+    led = {"action": "none", "reason": "node1 leads its swarm", "changed": False}
+    module, _ = state({"ccc_swarm.member": lambda settings, test: led})
     assert module.member("swarm", SETTINGS) == {"name": "swarm", "result": True, "changes": {},
                                                "comment": "node1 leads its swarm"}
     module, _ = state({"ccc_swarm.member": raises(CommandExecutionError("node2 is in a different swarm"))})
@@ -38,8 +38,8 @@ def test_a_member_is_no_change_and_a_refusal_fails_with_its_reason():
 
 @pytest.mark.parametrize("test", [False, True])
 def test_leaving_is_worded_by_the_state(test):
-    module, _ = state({"ccc_swarm.leave": lambda settings, test: {"left": True, "overlays": {"removed": ["overlay-a"]}}},
-                      test=test)
+    left = {"left": True, "overlays": {"removed": ["overlay-a"]}}
+    module, _ = state({"ccc_swarm.leave": lambda settings, test: left}, test=test)
     assert module.left("swarm", SETTINGS) == {
         "name": "swarm", "result": None if test else True,
         "changes": {"swarm": "left", "overlays_removed": ["overlay-a"]},
