@@ -9,6 +9,7 @@ as JSON for scripts. Entries name keys and pillar paths only, never a value of a
 import json
 
 import ccc_migrate_differences
+import ccc_quote
 
 STATUSES = ("mapped", "changed", "not_mapped", "refused")
 HEADINGS = {
@@ -70,13 +71,7 @@ class Report:
             if not entries:
                 continue
             lines.append(f"{HEADINGS[status]} ({len(entries)}):")
-            for entry in entries:
-                line = f"  {entry['source']}: {entry['key']}"
-                if entry["target"]:
-                    line += f" -> {entry['target']}"
-                if entry["reason"]:
-                    line += f"  ({entry['reason']})"
-                lines.append(line)
+            lines.extend(_entry_line(entry) for entry in entries)
             lines.append("")
         lines.append("How the deployed containers differ from the original's (deliberately):")
         lines.extend(f"  [{item['id']}] {item['what']}: {item['why']}" for item in ccc_migrate_differences.DIFFERENCES)
@@ -87,3 +82,15 @@ class Report:
         else:
             lines.append(f"Written: {', '.join(written)}")
         return "\n".join(lines).rstrip() + "\n"
+
+
+def _entry_line(entry):
+    """One entry on one line. Keys and targets come from the inventory (and reasons quote them):
+    their control characters are escaped, so a key cannot start a line of its own in the admin's
+    terminal or send it escape sequences."""
+    line = f"  {entry['source']}: {entry['key']}"
+    if entry["target"]:
+        line += f" -> {entry['target']}"
+    if entry["reason"]:
+        line += f"  ({entry['reason']})"
+    return ccc_quote.one_line(line)

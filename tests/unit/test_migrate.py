@@ -202,3 +202,21 @@ def test_the_launcher_runs_without_the_venv_python_on_path():
     """The sh launcher finds _utils itself (no sys.path tricks): run from another directory."""
     proc = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, cwd="/", timeout=60)
     assert proc.returncode == 0 and "--vault-password-file" in proc.stdout
+
+
+def test_a_key_with_control_characters_shows_on_one_line_of_the_text_report(tmp_path):
+    """An inventory key is text from outside: its newline cannot forge a report line of its own, and
+    its escape sequence never reaches the admin's terminal (the JSON report keeps the key as it is)."""
+    inventory = tmp_path / "inventory"
+    shutil.copytree(INVENTORY, inventory)
+    with (inventory / "host_vars" / "gpu1.yml").open("a", encoding="utf-8") as handle:
+        handle.write('"odd\\nMapped unchanged (99):\\e[2J": 1\n')
+    proc = run_script(inventory, tmp_path / "out", "--check", "--vault-password-file", PASSWORD_FILE)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout
+    forged = [line for line in proc.stdout.splitlines() if line.startswith("Mapped unchanged (99)")]
+    assert forged == []
+    shown = [line for line in proc.stdout.splitlines() if "odd\\nMapped unchanged (99):\\x1b[2J" in line]
+    assert len(shown) == 1 and shown[0].startswith("  host_vars/gpu1"), shown
+    as_json = run_script(inventory, tmp_path / "out", "--check", "--json", "--vault-password-file", PASSWORD_FILE)
+    assert "odd\nMapped unchanged (99):\x1b[2J" in {entry["key"] for entry in json.loads(as_json.stdout)["entries"]}
