@@ -99,6 +99,10 @@ class _Master:
             self._client = salt.client.get_local_client(__opts__["conf_file"])
         return self._client
 
+    def time(self):
+        """The clock when asked: an apply counts against the rate limit from when it went out."""
+        return time.time()
+
     def returns(self, jid):
         """The returns of ``jid`` in the master's job cache, by minion."""
         return self.client().get_cache_returns(jid)
@@ -155,8 +159,9 @@ def redeploy(stack, version=None):
     """
     if not ccc_rules.is_stack_name(stack):
         return {"stack": stack, "targets": [], "error": "not a STACK_NAME"}
-    master, limits, now = _Master(), _limits(__opts__), time.time()
+    master, limits = _Master(), _limits(__opts__)
     with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
+        now = time.time()  # once the record is ours: another runner may have held it a while
         result = ccc_redeploy.request(record, stack, version, now, limits, master)
         ccc_redeploy.prune(record, now, limits)
     return result
@@ -173,8 +178,9 @@ def flush():
 
         salt-run ccc.flush
     """
-    master, limits, now = _Master(), _limits(__opts__), time.time()
+    master, limits = _Master(), _limits(__opts__)
     with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
+        now = time.time()  # once the record is ours: another runner may have held it a while
         actions = {stack: ccc_redeploy.advance(record, stack, now, limits, master)["action"] for stack in sorted(record["stacks"])}
         for minion in sorted(record["nodes"]):
             actions[f"node:{minion}"] = ccc_redeploy.advance_node(record, minion, now, limits, master)["action"]
@@ -224,8 +230,9 @@ def _request_node(node, sync):
     master = _Master()
     if not master.accepted(node):
         return {"node": node, "action": None, "error": "not an accepted minion"}
-    limits, now = _limits(__opts__), time.time()
+    limits = _limits(__opts__)
     with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
+        now = time.time()  # once the record is ours: another runner may have held it a while
         entry = record["nodes"].setdefault(node, {})
         entry["pending"] = True
         if sync:

@@ -223,7 +223,7 @@ def advance(record, stack, now, limits, master):
         if minions:
             notice = notice_for(entry, now, limits)
             jid, minions = master.publish(stack, minions, notice)
-            applies.append(now)
+            applies.append(master.time())  # when it went out: a slow publish must not make it look older
             entry.update(jid=jid or None, targets=minions, started=now, pending=not jid, held_since=None)
             if jid and entry.get("version"):  # the job reads the file as it is now: this version or later
                 record["versions"][stack] = (record["versions"].get(stack) or [])[1 - VERSIONS_KEPT:] + [
@@ -255,7 +255,7 @@ def advance_node(record, minion, now, limits, master):
     if action == "apply":
         jid = master.reconcile(minion, sync=bool(entry.get("sync")))
         if jid:
-            record["users"].setdefault(f"node:{minion}", []).append(now)
+            record["users"].setdefault(f"node:{minion}", []).append(master.time())
             entry.pop("sync", None)
         entry.update(jid=jid or None, targets=[minion], started=now, pending=not jid, held_since=None)
     if action == "idle":

@@ -97,6 +97,9 @@ class _Master:
         self.jobs.append((self.clock.now, minions))
         return str(len(self.jobs) - 1), minions
 
+    def time(self):
+        return self.clock.now
+
     def find_job(self, minions, jid):
         self.jobs.append((self.clock.now, []))
         return str(len(self.jobs) - 1)

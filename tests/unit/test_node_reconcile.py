@@ -69,6 +69,9 @@ class FakeMaster:
     def publish(self, stack, minions, notice):
         return self._job("stack", minions), minions
 
+    def time(self):
+        return self.clock.now
+
     def find_job(self, minions, jid):
         return self._job("saltutil.find_job", minions)
 
