@@ -11,6 +11,7 @@ The reactor passes what the events carry as they are; the checks are here (``red
 ``reconcile_node``), with the shared rules of ``_utils`` (``ccc_rules``, ``ccc_pillar``).
 """
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -141,6 +142,14 @@ class _Master:
         return (pub or {}).get("jid")
 
 
+@contextlib.contextmanager
+def _locked_record():
+    """The redeploy record, locked, with the clock read once it is ours: another runner may have
+    held it a while, and a decision must not be made with the time from before the wait."""
+    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
+        yield record, time.time()
+
+
 def redeploy(stack, version=None):
     """
     Apply ``containers`` limited to ``stack`` on every minion where it may run: now, or (a job
@@ -160,8 +169,7 @@ def redeploy(stack, version=None):
     if not ccc_rules.is_stack_name(stack):
         return {"stack": stack, "targets": [], "error": "not a STACK_NAME"}
     master, limits = _Master(), _limits(__opts__)
-    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
-        now = time.time()  # once the record is ours: another runner may have held it a while
+    with _locked_record() as (record, now):
         result = ccc_redeploy.request(record, stack, version, now, limits, master)
         ccc_redeploy.prune(record, now, limits)
     return result
@@ -179,8 +187,7 @@ def flush():
         salt-run ccc.flush
     """
     master, limits = _Master(), _limits(__opts__)
-    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
-        now = time.time()  # once the record is ours: another runner may have held it a while
+    with _locked_record() as (record, now):
         actions = {stack: ccc_redeploy.advance(record, stack, now, limits, master)["action"] for stack in sorted(record["stacks"])}
         for minion in sorted(record["nodes"]):
             actions[f"node:{minion}"] = ccc_redeploy.advance_node(record, minion, now, limits, master)["action"]
@@ -231,8 +238,7 @@ def _request_node(node, sync):
     if not master.accepted(node):
         return {"node": node, "action": None, "error": "not an accepted minion"}
     limits = _limits(__opts__)
-    with ccc_redeploy.open_record(__opts__["cachedir"]) as record:
-        now = time.time()  # once the record is ours: another runner may have held it a while
+    with _locked_record() as (record, now):
         entry = record["nodes"].setdefault(node, {})
         entry["pending"] = True
         if sync:
