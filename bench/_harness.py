@@ -4,7 +4,9 @@ tests/cluster (master + minions node1 and node2): ``python bench/<script>.py [--
 Why a command of their own: run as plain ``pytest``, the project's ``addopts`` start two xdist
 workers, and pytest shows nothing a worker's test prints, so the figures were lost. The script
 runs pytest in one process (``-n 0``) with capture off (``-s``), the harness's fixtures loaded
-(``-p cluster.conftest``). Sizes reach the test module through the environment, as
+(``-p cluster.conftest``), in this checkout's own salt-factories root
+(``-p support.factories_root``: the suite's conftest is not loaded for a file outside ``tests/``).
+Sizes reach the test module through the environment, as
 ``CCC_BENCH_<NAME>`` (the module reads them with ``size``), because pytest takes no options of
 a test module's own."""
 
@@ -39,7 +41,8 @@ def main(script, doc, sizes):
     env = dict(os.environ)
     env.update({_variable(name): str(getattr(args, name.replace("-", "_"))) for name in sizes})
     return subprocess.call(
-        [sys.executable, "-m", "pytest", str(script), "-p", "cluster.conftest", "-n", "0", "-s", "-q",
+        [sys.executable, "-m", "pytest", str(script), "-p", "support.factories_root", "-p", "cluster.conftest",
+         "-n", "0", "-s", "-q",
          "--show-capture=no", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"],
         cwd=REPO, env=env,
     )

@@ -1,16 +1,13 @@
 """Shared fixtures: a private dockerd per simulated node (with the fake NVIDIA hook), test images,
 and storage roots. Integration tests need root and the dockerd binary; .ci/run provides both."""
 
-import hashlib
-import os
-import pathlib
 import shutil
-import sys
 import tempfile
 
 import pytest
 
 from support import hypothesis_profiles, site, xdist_groups  # noqa: F401  (registers the Hypothesis profiles)
+from support.factories_root import salt_factories_default_root_dir  # noqa: F401  (a fixture, shared with bench/)
 from support.nodes import node_dockerd, remove_managed_containers
 
 
@@ -54,18 +51,6 @@ def pytest_collection_modifyitems(config, items):
     folder = getattr(config, "workerinput", {}).get(xdist_groups.WORKERINPUT_KEY)
     if folder:
         xdist_groups.write_groups(folder, config.workerinput["workerid"], items)
-
-
-@pytest.fixture(scope="session")
-def salt_factories_default_root_dir():
-    """salt-factories' root for its daemons' folders, one per xdist worker: salt-factories picks a
-    free ``<root>/<daemon id>_<n>`` unlocked, so two workers starting the same master could share.
-    And one per Python environment: the daemons' start scripts (``<root>/scripts``) are written
-    once and name the Salt that wrote them, so a checkout would otherwise run another (perhaps
-    deleted) checkout's Salt."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER") or "main"
-    environment = hashlib.sha256(sys.prefix.encode()).hexdigest()[:8]
-    return pathlib.Path(tempfile.gettempdir()).resolve() / f"ccc-salt-factories-{environment}-{worker}"
 
 
 @pytest.fixture(scope="session")
