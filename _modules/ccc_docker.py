@@ -16,15 +16,18 @@ was found and what was (or with ``test=True`` would be) done, or raises
   changed (or would), and raise ``CommandExecutionError`` when they cannot act at all.
 """
 
+import contextlib
 import dataclasses
 import datetime
 import logging
+import time
 
 from salt.exceptions import CommandExecutionError
 
 import ccc_deploy
 import ccc_engine
 import ccc_mounts
+import ccc_node_lock
 import ccc_node_record
 import ccc_orphans
 import ccc_pillar
@@ -58,6 +61,12 @@ def _node(ccc):
 def _clients(node):
     """This run's Docker clients for the node (one per thread), kept for the run."""
     return ccc_engine.context_clients(__context__, node)
+
+
+def _locked(test):
+    """The node's container lock while acting (``ccc_node_lock``: the fast redeploy is no state
+    run, so Salt's state queue does not keep it apart from one); a test run only looks."""
+    return contextlib.nullcontext() if test else ccc_node_lock.held(__opts__["cachedir"])
 
 
 def _split(names):
@@ -97,9 +106,15 @@ def deploy_many(names=None, test=False):
 
         salt-call ccc_docker.deploy_many box1,box2 test=True
     """
+    stacks = _split(names)
+    with _locked(test):
+        return _deploy_many(stacks, test, ccc_pillar.plain(__pillar__.get("ccc_notice")))
+
+
+def _deploy_many(stacks, test, notices):
+    """``deploy_many`` once the node's lock is held (``stacks`` None: the pillar selection)."""
     ccc = _ccc()
     node = _node(ccc)
-    stacks = _split(names)
     if stacks is None:
         stacks = ccc_pillar.select(ccc, __pillar__.get("containers"), __pillar__.get("users"))["selected"]
     try:
@@ -107,8 +122,7 @@ def deploy_many(names=None, test=False):
     except ValueError as exc:
         raise CommandExecutionError(str(exc)) from exc
     clients = _clients(node)
-    inputs = ccc_plan.read_inputs(ccc, __grains__["id"], clients, pull=not test,
-                                  notices=ccc_pillar.plain(__pillar__.get("ccc_notice")))
+    inputs = ccc_plan.read_inputs(ccc, __grains__["id"], clients, pull=not test, notices=notices)
     try:
         applied = ccc_deploy.deploy(inputs, stacks, clients, test=test, workers=workers)
     finally:
@@ -184,6 +198,44 @@ def _recheck_move(stack, seconds):
         log.warning("could not schedule the end of the move window of %s: %s", stack, (added or {}).get("comment"))
 
 
+def redeploy(name, notice=None):
+    """
+    Apply one container after its user's edit, with the pillar this minion holds in memory: the
+    master's fast path for a settings edit (``ccc.redeploy``), which it takes only while that
+    pillar is known to be current (``ccc_pillar_watch.holds_current``); otherwise it sends a
+    ``state.apply containers`` limited to the stack. No pillar compile and no SLS render, which
+    were most of an edit's second. It does for the stack what that state run does: the container
+    (``deploy_many``) and the node's private data mounts; the networks, accounting and orphans
+    stay with the full reconcile. It waits while a state run changes containers (the node's
+    lock). ``notice``: the master's word to the user (the rate limit), as a state run's
+    ``ccc_notice``. Refuses, changing nothing, while the in-memory pillar has render errors (as
+    a state run does). Returns ``{"stack", "success", "facts", "private_mounts", "started",
+    "deploy_started"}`` (epoch seconds: the job's start, and the deploy's once the lock was
+    held); ``success`` False (the container or the mounts failed) makes the job's exit code 1.
+
+    CLI Example:
+
+    .. code-block:: bash
+
+        salt node1 ccc_docker.redeploy box1
+    """
+    started = time.time()
+    if __pillar__.get("_errors"):
+        raise CommandExecutionError(f"{name} was not redeployed: this node's pillar has render errors")
+    if name not in ccc_pillar.select(_ccc(), name)["selected"]:
+        raise CommandExecutionError(f"{name} was not redeployed: no container of that name in this node's pillar")
+    notices = {name: notice} if isinstance(notice, str) and notice else None
+    with _locked(False):
+        deploy_started = time.time()
+        facts = _deploy_many([name], False, notices)[name]
+        try:
+            mounts = _private_mounts(False)
+        except (CommandExecutionError, OSError) as exc:
+            mounts = {"problem": str(exc)}
+    return {"stack": name, "success": not (facts["problem"] or mounts.get("problem")), "facts": facts,
+            "private_mounts": mounts, "started": started, "deploy_started": deploy_started}
+
+
 def deploy(name, test=False):
     """
     Deploy (or remove, when it does not belong here) one container on this node; returns its
@@ -248,7 +300,7 @@ def remove(name, test=False):
     """
     node = _node(_ccc())
     client = _clients(node)()
-    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
+    with _locked(test), ccc_engine.answering(node["docker_url"], CommandExecutionError):
         attrs = ccc_engine.inspect(client, name)
         if attrs is not None and not ccc_node_record.is_managed(client, attrs):
             raise CommandExecutionError(
@@ -278,7 +330,7 @@ def remove_orphans(test=False):
     node = _node(ccc)
     known = {entry.get("STACK_NAME") for entry in ccc.get("containers") or [] if isinstance(entry, dict)}
     max_share = (ccc_pillar.cluster_settings(ccc).get("orphans") or {}).get("max_share")
-    with ccc_engine.answering(node["docker_url"], CommandExecutionError):
+    with _locked(test), ccc_engine.answering(node["docker_url"], CommandExecutionError):
         removed = ccc_orphans.remove(_clients(node)(), known, test=test, max_share=max_share,
                                      force=ccc_rules.truthy(__pillar__.get("ccc_force_orphans")),
                                      pillar_errors=__pillar__.get("_errors"))
@@ -302,6 +354,12 @@ def private_mounts(test=False):
 
         salt-call ccc_docker.private_mounts test=True
     """
+    with _locked(test):
+        return _private_mounts(test)
+
+
+def _private_mounts(test):
+    """``private_mounts`` once the node's lock is held."""
     ccc = _ccc()
     node = _node(ccc)
     cluster = ccc_pillar.cluster_settings(ccc)

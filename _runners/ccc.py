@@ -112,18 +112,22 @@ class _Master:
         return (self.client().run_job(minions, "saltutil.find_job", arg=[jid], tgt_type="list") or {}).get("jid")
 
     def publish(self, stack, minions, notice):
-        pillar = {"containers": stack}
-        if notice:
-            pillar["ccc_notice"] = {stack: notice}
+        """Publish the apply of ``stack`` on ``minions``: the fast redeploy where they hold a
+        current pillar in memory, else a ``state.apply`` that compiles it (``ccc_redeploy.job``)."""
+        fun, arg, kwarg = ccc_redeploy.job(stack, notice, self.pillar_current(minions))
         try:
-            pub = self.client().run_job(
-                minions, "state.apply", arg=["containers"], tgt_type="list",
-                kwarg={"queue": True, "pillar": pillar},
-            )
+            pub = self.client().run_job(minions, fun, arg=arg, tgt_type="list", kwarg=kwarg)
         except Exception as exc:  # noqa: BLE001 - the stack stays pending; the next flush retries
             log.warning("ccc: could not publish the redeploy of %s: %s", stack, exc)
             pub = None
         return (pub or {}).get("jid"), sorted((pub or {}).get("minions") or minions)
+
+    def pillar_current(self, minions):
+        """Whether ``minions`` hold the current pillar in memory (``ccc_pillar_watch.holds_current``:
+        the pillar files as the watch last saw them, no refresh under way)."""
+        roots = ccc_pillar_watch.watched_roots(__opts__)
+        files = None if roots is None else ccc_pillar_watch.file_map(roots)
+        return ccc_pillar_watch.holds_current(_read_json(_watch_record_path()), files, minions, self.time())
 
     def accepted(self, minion):
         """Whether ``minion`` is an accepted minion key (that key alone is looked up)."""
@@ -278,7 +282,7 @@ def pillar_watch(force=False):
 
 def _pillar_watch(force):
     """One run of ``pillar_watch``, under its lock."""
-    path = os.path.join(__opts__["cachedir"], "ccc-pillar-watch.json")
+    path = _watch_record_path()
     seen = _read_json(path)
     roots = ccc_pillar_watch.watched_roots(__opts__)  # None: an external pillar no file tells about
     files = None if roots is None else ccc_pillar_watch.file_map(roots)
@@ -302,21 +306,40 @@ def _pillar_watch(force):
         log.warning("ccc: pillar of %s has render errors: not refreshed until it renders again",
                     ", ".join(sorted(broken & set(concerned))))
         concerned = [minion for minion in concerned if minion not in broken]
-    master = _Master()
-    for minion in concerned:
-        try:
-            master.client().run_job([minion], "saltutil.refresh_pillar", tgt_type="list")
-        except Exception as exc:  # noqa: BLE001 - the reconcile below still compiles fresh pillar
-            log.warning("ccc: could not ask %s to refresh its pillar: %s", minion, exc)
-        reconcile_node(minion)
+    # A first run (a new master cache) cannot know which pillar the minions hold in memory: it
+    # asks the others to refresh too (no reconcile), so that redeploys may then trust it.
+    unknown = sorted(set(compiled) - set(concerned) - broken) if "fingerprint" not in seen else []
+    asked = _refresh(concerned, unknown)
     old_reads = seen.get("reads") if isinstance(seen.get("reads"), dict) else {}
     reads = {minion: reads.get(minion, old_reads.get(minion)) for minion in accepted
              if minion in reads or (minion not in compiled and minion in old_reads)}
-    watched = {"fingerprint": fingerprint, "digests": digests, "files": files, "reads": reads}
+    refreshed = ccc_pillar_watch.refreshes_kept(seen.get("refreshed"), asked, accepted, time.time())
+    watched = {"fingerprint": fingerprint, "digests": digests, "files": files, "reads": reads, "refreshed": refreshed}
     ccc_safefs.replace_file(path, json.dumps(watched).encode("utf-8"), 0o600, root=__opts__["cachedir"])
     if concerned:
         log.info("ccc: pillar changed for %s: pillar refreshed, containers reconciled", ", ".join(concerned))
     return {"compiled": True, "minions_compiled": len(compiled), "refreshed": concerned}
+
+
+def _refresh(concerned, unknown):
+    """Ask the ``concerned`` minions to refresh their pillar and reconcile them, and the
+    ``unknown`` ones to refresh; returns when each was asked (None: the ask failed)."""
+    master, asked = _Master(), {}
+    for minion in [*concerned, *unknown]:
+        try:
+            master.client().run_job([minion], "saltutil.refresh_pillar", tgt_type="list")
+            asked[minion] = time.time()
+        except Exception as exc:  # noqa: BLE001 - a reconcile still compiles fresh pillar
+            log.warning("ccc: could not ask %s to refresh its pillar: %s", minion, exc)
+            asked[minion] = None  # its redeploys compile their pillar until an ask succeeds
+        if minion in concerned:
+            reconcile_node(minion)
+    return asked
+
+
+def _watch_record_path():
+    """The pillar watch's record: what it last saw and did (``ccc_pillar_watch``)."""
+    return os.path.join(__opts__["cachedir"], "ccc-pillar-watch.json")
 
 
 def _update_index(index, cccs, broken, accepted, stamp, every):

@@ -176,6 +176,42 @@ class _RecordingPillarUtil(salt.utils.master.MasterPillarUtil):
         return compiled
 
 
+# s after the watch asked a minion to refresh its pillar during which the minion may still hold
+# the old one (the refresh is asynchronous): redeploys there compile the pillar afresh meanwhile.
+REFRESH_SETTLE = 10
+
+
+def holds_current(seen, files, minions, now):
+    """
+    Whether each of ``minions`` holds in memory the pillar the master would compile for it now,
+    so that a redeploy may use it (``ccc_redeploy.job``) instead of compiling one: the pillar
+    files are as the watch's last record ``seen`` has them (``files``: a ``file_map`` now; None,
+    an external pillar no file tells about, is never known), the watch compiled each minion's
+    pillar since it was accepted, and none was asked to refresh in the last ``REFRESH_SETTLE`` s
+    or could not be asked (``refreshed``: a time, or None for a failed ask). So an admin's edit
+    the watch has not acted on yet is never applied with the pillar from before it.
+    """
+    if files is None or not seen.get("fingerprint") or map_fingerprint(files) != seen["fingerprint"]:
+        return False
+    digests = seen.get("digests") if isinstance(seen.get("digests"), dict) else {}
+    refreshed = seen.get("refreshed") if isinstance(seen.get("refreshed"), dict) else {}
+    for minion in minions:
+        asked = refreshed.get(minion, 0)
+        if minion not in digests or not isinstance(asked, (int, float)) or now - asked < REFRESH_SETTLE:
+            return False
+    return bool(minions)
+
+
+def refreshes_kept(before, asked, accepted, now):
+    """The watch record's ``refreshed`` after a run: ``asked`` (``{minion: time, or None when
+    the ask failed}``) over ``before``, for accepted minions; a successful ask is forgotten once
+    it is ``REFRESH_SETTLE`` s old, a failed one only when a later ask succeeds."""
+    kept = {minion: when for minion, when in (before if isinstance(before, dict) else {}).items()
+            if minion in accepted and (when is None or (isinstance(when, (int, float)) and now - when < REFRESH_SETTLE))}
+    kept.update(asked)
+    return kept
+
+
 def plan(seen, files, accepted, force, index_whole):
     """
     What one watch run compiles, from its last record ``seen`` (``fingerprint``, ``files``,

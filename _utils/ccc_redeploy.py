@@ -56,6 +56,9 @@ PROBE_WAIT = 2
 # and how many versions per stack.
 VERSION_MEMORY = 600
 VERSIONS_KEPT = 8
+# The minions' function of the fast redeploy (``_modules/ccc_docker.py``); the job-return reactor
+# (``reactor/job_returned.sls``) flushes on its returns as on those of ``state.apply``.
+FAST_FUN = "ccc_docker.redeploy"
 
 
 def targets_for(cccs, stack):
@@ -297,6 +300,33 @@ def is_file_version(value):
 def is_version(item):
     """A ``[version, published]`` entry of the record's ``versions``."""
     return isinstance(item, list) and len(item) == 2 and isinstance(item[1], (int, float))
+
+
+def job(stack, notice, fast):
+    """
+    ``(fun, arg, kwarg)`` of the job that applies ``stack`` on its nodes: the fast redeploy when
+    the nodes hold a current pillar in memory (``fast``: no pillar compile, no SLS render), else
+    a queued ``state.apply containers`` limited to the stack, whose pillar is compiled afresh.
+    ``notice``: the master's word to the user, or None.
+    """
+    if fast:
+        return FAST_FUN, [stack], ({"notice": notice} if notice else {})
+    pillar = {"containers": stack}
+    if notice:
+        pillar["ccc_notice"] = {stack: notice}
+    return "state.apply", ["containers"], {"queue": True, "pillar": pillar}
+
+
+def job_stack(fun, args):
+    """The STACK_NAME that a redeploy job (``job``) applies, from a job event's ``fun`` and its
+    ``arg``/``fun_args`` (keyword arguments as a dict among them); None for any other job."""
+    args = list(args or [])
+    kwargs = next((item for item in args if isinstance(item, dict)), {})
+    if fun == FAST_FUN:
+        named = [item for item in args if not isinstance(item, dict)] or [kwargs.get("name")]
+        return named[0] if isinstance(named[0], str) else None
+    stack = (kwargs.get("pillar") or {}).get("containers") if fun == "state.apply" else None
+    return stack if isinstance(stack, str) else None
 
 
 def covered(record, stack, version):

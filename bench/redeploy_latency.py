@@ -12,16 +12,23 @@ running on the new node and gone from the old one), and where the time of each e
     write        -> beacon event   the salt/beacon/<node>/ccc_settings/<stack> event at the master
     beacon       -> runner start   the reactor: salt/run/<jid>/new of ccc.redeploy
     runner start -> publish        the runner: salt/job/<jid>/new of the state.apply
-    publish      -> pillar served  the minion's job process starts and asks for its pillar, the
-                                   master compiles it (GPG included): minion/refresh/<node>, the
-                                   master's event once it served that pillar
-    pillar       -> states start   the minion loads the state modules and renders the SLS (each
-                                   file it renders is a request to the master): the first
-                                   state's start_time in the job's return
-    states start -> deploy start   the states before the deployment (the networks)
+    publish      -> pillar served  a state.apply only: the minion's job process starts and asks
+                                   for its pillar, the master compiles it (GPG included):
+                                   minion/refresh/<node>, the master's event once it served it
+                 -> job start      a state.apply: the minion loads the state modules and renders
+                                   the SLS (each file it renders is a request to the master), up
+                                   to the first state's start_time in the job's return; the fast
+                                   redeploy (ccc_docker.redeploy, no pillar compile, no SLS): from
+                                   the publish to the function's start ("started" in its return)
+    job start    -> deploy start   a state.apply: the states before the deployment (the
+                                   networks); the fast redeploy: its checks and the node's lock
     deploy start -> started        the deployment (plan, Docker create, stop, start, swap) up to
                                    Docker's StartedAt of the new container
     started      -> seen           until the bench saw it running with the new value
+
+Each edit's line ends with the kind of job that applied it: "fast" (the fast redeploy, which the
+master sends while the node's in-memory pillar is current) or "state" (a state.apply limited to
+the stack, which compiles the pillar).
 
 A move is timed at both ends: the new copy running on the node it moved to, and the old one
 gone from the node it left (make-before-break: that node removes it once the new one runs).
@@ -45,10 +52,15 @@ import pytest
 
 import _harness
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+from support import site  # noqa: E402,F401  (puts the product's _utils on the path)
+
+import ccc_redeploy  # noqa: E402
+
 SIZES = {"edits": (20, "settings edits timed (write -> recreated)"), "moves": (12, "node moves timed, at least 1")}
 EDITS, MOVES = _harness.size(SIZES, "edits"), _harness.size(SIZES, "moves")
 STEPS = ("write -> beacon event", "beacon -> runner start", "runner start -> publish", "publish -> pillar served",
-         "pillar -> states start", "states start -> deploy start", "deploy start -> started", "started -> seen")
+         "-> job start", "job start -> deploy start", "deploy start -> started", "started -> seen")
 
 
 @pytest.fixture(scope="package")
@@ -110,7 +122,8 @@ def _first(events, after, predicate=lambda event: True):
 
 
 def _breakdown(event_listener, master, daemon, node, stack, written, seen_at):
-    """The seconds of each step of one edit (``None`` where an event was not found)."""
+    """The seconds of each step of one edit (``None`` where an event was not found; a step after
+    one is timed from the last mark found), and the kind of job that applied it."""
     deadline = time.monotonic() + 10  # the job's return comes after its last state
     while True:
         events = event_listener.get_events([(master.id, "salt/*"), (master.id, f"minion/refresh/{node}")],
@@ -124,9 +137,8 @@ def _breakdown(event_listener, master, daemon, node, stack, written, seen_at):
                     and e.data.get("fun") == "runner.ccc.redeploy")
 
     def ours(event):
-        kwargs = next((a for a in event.data.get("arg") or [] if isinstance(a, dict)), {})
-        return (event.tag.endswith("/new") and event.data.get("fun") == "state.apply"
-                and (kwargs.get("pillar") or {}).get("containers") == stack and node in event.data.get("minions", []))
+        return (event.tag.endswith("/new") and ccc_redeploy.job_stack(event.data.get("fun"), event.data.get("arg")) == stack
+                and node in event.data.get("minions", []))
 
     published = [e for e in events if e.tag.startswith("salt/job/") and _epoch(e.stamp) >= written and ours(e)]
     ret, publish = None, None
@@ -136,14 +148,17 @@ def _breakdown(event_listener, master, daemon, node, stack, written, seen_at):
             publish, ret = job, back
     marks = [written, _epoch(beacon.stamp) if beacon else None, _epoch(runner.stamp) if runner else None,
              _epoch(publish.stamp) if publish else None, None, None, None, None, seen_at]
-    if ret is not None:
+    fast = ret is not None and ret.data.get("fun") == ccc_redeploy.FAST_FUN
+    if fast and isinstance(ret.data.get("return"), dict):
+        marks[5], marks[6] = ret.data["return"].get("started"), ret.data["return"].get("deploy_started")
+    elif ret is not None:
         states = [v for v in (ret.data.get("return") or {}).values() if isinstance(v, dict) and v.get("start_time")]
         if states:
             marks[5] = min(_state_time(_epoch(ret.stamp), s["start_time"]) for s in states)
         deploy = [v for v in states if v.get("__id__") == "ccc-containers-deploy"]
         if deploy:
             marks[6] = _state_time(_epoch(ret.stamp), deploy[0]["start_time"])
-    if publish is not None and marks[5] is not None:  # the pillar this job's process asked for
+    if publish is not None and marks[5] is not None and not fast:  # the pillar this job's process asked for
         served = _first(events, _epoch(publish.stamp), lambda e: e.tag == f"minion/refresh/{node}")
         if served is not None and _epoch(served.stamp) <= marks[5]:
             marks[4] = _epoch(served.stamp)
@@ -153,9 +168,9 @@ def _breakdown(event_listener, master, daemon, node, stack, written, seen_at):
         pass
     steps, last = [], written
     for mark in marks[1:]:
-        steps.append(None if mark is None or last is None else mark - last)
-        last = mark if mark is not None else None
-    return steps
+        steps.append(None if mark is None else mark - last)
+        last = mark if mark is not None else last
+    return steps, "fast" if fast else "state" if ret is not None else "?"
 
 
 def _table(rows):
@@ -180,8 +195,10 @@ def test_redeploy_latency(master, minions, dockerds, cluster_storage, event_list
         ana.write_text(f"ana-main:\n  SHM_SIZE: {size}m\n")
         seen = _wait(lambda: _shm(node1, "ana-main") == size * 1024**2)
         edits.append(seen - start)
-        rows.append(_breakdown(event_listener, master, node1, "node1", "ana-main", written, written + edits[-1]))
-        print(f"edit {index:2}: {edits[-1]:.2f} s  " + "  ".join("-" if s is None else f"{s:.2f}" for s in rows[-1]))
+        steps, kind = _breakdown(event_listener, master, node1, "node1", "ana-main", written, written + edits[-1])
+        rows.append(steps)
+        print(f"edit {index:2}: {edits[-1]:.2f} s  " + "  ".join("-" if s is None else f"{s:.2f}" for s in steps)
+              + f"  {kind}")
 
     bor = settings / "bor.kralj@example.org" / "container-settings" / "bor-main.yml"
     moves, starts = [], []

@@ -3,7 +3,7 @@
 
 Uses the same cluster as tests/cluster (salt-master + 2 minions, a private dockerd per node,
 shared storage) but with the product's redeploy limits (scripts/master_config.py), not the
-tests' tighter ones. Prints, per node, the settings events, the state.apply jobs for the stack,
+tests' tighter ones. Prints, per node, the settings events, the redeploy jobs for the stack,
 the most of them queued or running at once and the ones held back by the rate limit, and the
 time from the last save to the container running with the last value.
 
@@ -25,6 +25,8 @@ import master_config  # noqa: E402
 
 import _harness  # noqa: E402  (beside this script)
 from redeploy_latency import _shm  # noqa: E402  (beside this script)
+
+import ccc_redeploy  # noqa: E402  (on the path through redeploy_latency)
 
 SIZES = {"saves": (60, "saves of one settings file"), "interval": (1.0, "seconds between two saves"),
          "tail": (15, "seconds counted after the last value runs: late duplicate events and their jobs")}
@@ -51,14 +53,15 @@ class _Events:
         return [e for (tag, _), e in sorted(self.seen.items()) if tag.startswith(prefix) and tag.endswith(suffix)]
 
     def jobs(self, node, stack):
-        """(published, returned, held back) of the state.apply jobs for ``stack`` on ``node``."""
+        """(published, returned, held back) of the redeploy jobs for ``stack`` on ``node`` (either
+        kind: ``ccc_redeploy.job_stack``; held back: the job carries the master's notice)."""
         new = {}
         for event in self.tagged("salt/job/", "/new"):
             kwargs = next((a for a in event.data.get("arg") or [] if isinstance(a, dict)), {})
-            pillar = kwargs.get("pillar") or {}
-            if event.data.get("fun") == "state.apply" and pillar.get("containers") == stack \
+            if ccc_redeploy.job_stack(event.data.get("fun"), event.data.get("arg")) == stack \
                     and node in event.data.get("minions", []):
-                new[event.data["jid"]] = (event.stamp.timestamp(), "ccc_notice" in pillar)
+                held = "notice" in kwargs or "ccc_notice" in (kwargs.get("pillar") or {})
+                new[event.data["jid"]] = (event.stamp.timestamp(), held)
         returned = {e.data["jid"]: e.stamp.timestamp() for e in self.tagged("salt/job/", f"/ret/{node}")}
         return [(published, returned.get(jid), held) for jid, (published, held) in sorted(new.items())]
 
@@ -101,7 +104,7 @@ def test_redeploy_storm(master, minions, dockerds, cluster_storage, event_listen
     for node in dockerds:
         beacon = events.tagged(f"salt/beacon/{node}/ccc_settings/ana-main")
         jobs = events.jobs(node, "ana-main")
-        print(f"{node}: {len(beacon)} settings events, {len(jobs)} state.apply jobs for ana-main "
+        print(f"{node}: {len(beacon)} settings events, {len(jobs)} redeploy jobs for ana-main "
               f"(at most {_most_at_once(jobs)} queued or running at once, {sum(h for *_, h in jobs)} held back)")
     print(f"last save -> container running with the last value: {latency:.2f} s")
 

@@ -21,7 +21,7 @@ from support.dockerd import start_dockerd
 from support.nodes import TEST_BASE
 
 from .conftest import REDEPLOY_LIMITS, managed_stacks, redeploys_settled
-from .test_redeploy import SETTLE, state_apply_returns, wait_for
+from .test_redeploy import SETTLE, apply_returns, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -71,8 +71,8 @@ def full_reconciles(event_listener, master, after):
     it ran while nothing answered; only the jobs the beacon's event caused must succeed)."""
     published = {event.data.get("jid") for event in event_listener.get_events([(master.id, "salt/job/*/new")],
                                                                              after_time=after)}
-    return [event for event in state_apply_returns(event_listener, master, "node1", after)
-            if event.data.get("jid") in published
+    return [event for event in apply_returns(event_listener, master, "node1", after)
+            if event.data.get("jid") in published and event.data.get("fun") == "state.apply"
             and not any(isinstance(arg, dict) and arg.get("pillar") for arg in event.data.get("fun_args") or [])]
 
 

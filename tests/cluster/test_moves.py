@@ -14,7 +14,7 @@ import pytest
 from support.nodes import node_dockerd
 
 from .conftest import MOVE_WINDOW, NODES, managed_stacks
-from .test_redeploy import settings_dir, state_apply_returns, wait_for
+from .test_redeploy import apply_returns, redeploy_failure, settings_dir, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -36,12 +36,10 @@ def test_a_move_to_a_node_whose_docker_is_down_keeps_the_container(master, minio
 
         # node2's job fails for this container (counted, not "0 processed, 0 failed") ...
         def failed_on_node2():
-            for event in state_apply_returns(event_listener, master, "node2", edited, JUPYTER):
-                ret = event.data.get("return") or {}
-                state = next((v for k, v in ret.items() if f"ccc-container-{JUPYTER}_" in k), None)
-                summary = next((v for k, v in ret.items() if "ccc-containers-summary" in k), None)
-                if state and state["result"] is False and summary and f"failed: {JUPYTER}" in summary["comment"]:
-                    return state["comment"]
+            for event in apply_returns(event_listener, master, "node2", edited, JUPYTER):
+                comment = redeploy_failure(event, JUPYTER)
+                if comment:
+                    return comment
             return None
         comment = wait_for(failed_on_node2)
         assert comment and "Docker engine" in comment, comment

@@ -1,12 +1,15 @@
 """Event-driven redeploy on a live master with minions node1 and node2 (see conftest.py):
-settings beacon -> master reactor -> `state.apply containers` on the nodes where the stack may
-run. Each test edits the shared settings files exactly as a user inside a container would."""
+settings beacon -> master reactor -> the stack applied on the nodes where it may run (the fast
+redeploy, or `state.apply containers` limited to it while a pillar change is under way). Each test edits the shared settings files exactly as a user inside a container would."""
 
 import pathlib
 import time
 
 import pytest
 
+from support import site  # noqa: F401  (puts the product's _utils on the path)
+
+import ccc_redeploy
 from .conftest import QUIET_PERIOD, managed_stacks
 
 pytestmark = pytest.mark.docker
@@ -43,16 +46,32 @@ def shm_of(daemon, name):
     return None
 
 
-def state_apply_returns(event_listener, master, node, after, stack=None):
-    """state.apply job returns from ``node`` since ``after``; only those for ``stack`` if given."""
+def apply_returns(event_listener, master, node, after, stack=None):
+    """Returns from ``node`` since ``after`` of the jobs that apply containers: those that
+    redeploy ``stack`` when given (a fast redeploy or a ``state.apply`` limited to it, as
+    ``ccc_redeploy.job_stack`` tells), else every ``state.apply`` and fast redeploy."""
     found = []
     for event in event_listener.get_events([(master.id, f"salt/job/*/ret/{node}")], after_time=after):
-        if event.data.get("fun") != "state.apply":
-            continue
-        kwargs = next((arg for arg in event.data.get("fun_args") or [] if isinstance(arg, dict)), {})
-        if stack is None or (kwargs.get("pillar") or {}).get("containers") == stack:
+        fun, args = event.data.get("fun"), event.data.get("fun_args")
+        if stack is None and fun in ("state.apply", ccc_redeploy.FAST_FUN) or \
+                stack is not None and ccc_redeploy.job_stack(fun, args) == stack:
             found.append(event)
     return found
+
+
+def redeploy_failure(event, stack):
+    """The comment of a redeploy of ``stack`` that failed (either kind of job); None when it did
+    not fail. A state run says it in the container's state and counts it in the summary."""
+    ret = event.data.get("return")
+    if event.data.get("fun") == ccc_redeploy.FAST_FUN:
+        facts = ret.get("facts") if isinstance(ret, dict) else None
+        return (facts or {}).get("problem") or (ret if isinstance(ret, str) else None)
+    ret = ret if isinstance(ret, dict) else {}
+    state = next((v for k, v in ret.items() if f"ccc-container-{stack}_" in k), None)
+    summary = next((v for k, v in ret.items() if "ccc-containers-summary" in k), None)
+    if state and state["result"] is False and summary and f"failed: {stack}" in summary["comment"]:
+        return state["comment"]
+    return None
 
 
 def test_an_allowed_edit_recreates_the_container_with_the_new_value(master, minions, dockerds, cluster_storage):
@@ -88,7 +107,7 @@ def test_one_save_both_nodes_see_is_reported_at_once_and_applied_once(master, mi
     delays = [event.stamp.timestamp() - started for event in reports]
     assert all(delay < QUIET_PERIOD + 0.75 for delay in delays), delays  # not at the beacon's next call (1 s)
     for node in ("node1", "node2"):
-        assert len(state_apply_returns(event_listener, master, node, started, stack="ana-main")) == 1
+        assert len(apply_returns(event_listener, master, node, started, stack="ana-main")) == 1
 
 
 def test_a_move_between_nodes_keeps_the_home(master, minions, dockerds, cluster_storage):
@@ -112,7 +131,7 @@ def test_a_burst_of_saves_ends_in_the_last_value_with_few_applies(master, minion
         time.sleep(0.02)
     assert wait_for(lambda: shm_of(node1, "ana-main") == 50 * 1024**2)
     time.sleep(3)
-    applies = state_apply_returns(event_listener, master, "node1", started, stack="ana-main")
+    applies = apply_returns(event_listener, master, "node1", started, stack="ana-main")
     assert 1 <= len(applies) <= 5, [e.data.get("jid") for e in applies]
     for event in applies:
         assert event.data["retcode"] == 0, event.data.get("return")
@@ -151,7 +170,7 @@ def test_a_stack_that_may_not_run_here_causes_no_apply_here(master, minions, doc
     time.sleep(6)
     for node in ("node1", "node2"):
         assert not event_listener.get_events([(master.id, f"salt/beacon/{node}/ccc_settings/*")], after_time=started)
-        assert not state_apply_returns(event_listener, master, node, started, stack="cene-thesis")
+        assert not apply_returns(event_listener, master, node, started, stack="cene-thesis")
 
 
 def test_an_edit_made_while_the_minion_is_down_is_applied_after_it_starts(master, minions, dockerds, cluster_storage):

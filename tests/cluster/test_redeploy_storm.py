@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+import ccc_redeploy
 from .conftest import NODES, REDEPLOY_LIMITS, redeploys_settled
-from .test_redeploy import EDIT_TIMEOUT, SETTLE, settings_dir, shm_of, state_apply_returns, wait_for
+from .test_redeploy import EDIT_TIMEOUT, SETTLE, apply_returns, settings_dir, shm_of, wait_for
 
 pytestmark = pytest.mark.docker
 
@@ -27,12 +28,11 @@ TOUCH_INTERVAL = 0.5
 
 
 def _published(event_listener, master, node, after, stack="ana-main"):
-    """When the master published each ``state.apply`` of ``stack`` that targets ``node`` (its
-    ``salt/job/<jid>/new`` events), sorted."""
+    """When the master published each redeploy of ``stack`` that targets ``node`` (its
+    ``salt/job/<jid>/new`` events, either kind of job: ``ccc_redeploy.job_stack``), sorted."""
     found = []
     for event in event_listener.get_events([(master.id, "salt/job/*/new")], after_time=after):
-        kwargs = next((arg for arg in event.data.get("arg") or [] if isinstance(arg, dict)), {})
-        if event.data.get("fun") == "state.apply" and (kwargs.get("pillar") or {}).get("containers") == stack \
+        if ccc_redeploy.job_stack(event.data.get("fun"), event.data.get("arg")) == stack \
                 and node in (event.data.get("minions") or ()):
             found.append(event.stamp)
     return sorted(found)
@@ -121,7 +121,7 @@ def test_a_save_every_second_is_coalesced_and_rate_limited(master, minions, dock
     published = {e.data["jid"]: e.stamp for e in event_listener.get_events([(master.id, "salt/job/*/new")],
                                                                           after_time=started)}
     for node in NODES:
-        applies = state_apply_returns(event_listener, master, node, started, stack="ana-main")
+        applies = apply_returns(event_listener, master, node, started, stack="ana-main")
         print(f"{node}: {len(applies)} applies for {len(events)} settings events (both nodes)")
         assert applies, "no apply at all"
         # the rate limit itself: at most max_applies applies published per window

@@ -165,6 +165,59 @@ def test_a_user_setting_recreates_only_that_container_and_test_mode_shows_the_di
     assert "result: recreated with the new settings" in report and "packages: htop tmux" in report
 
 
+def test_the_fast_redeploy_applies_one_stack_as_a_state_run_limited_to_it_does(node1, storage):
+    """``ccc_docker.redeploy`` (what the master sends after an edit while the node's pillar is
+    current): that container alone, recreated as the user asked and reported in ``.deploy``; a
+    bad value keeps it and explains; a container that fails gives exit code 1; a name pillar does
+    not know is refused;
+    a container it starts gets the private data groups of its pin, as the state run's mounts
+    step gives them."""
+    shared = pathlib.Path(storage) / "shared" / "private_data" / "lab-shared"
+    shared.mkdir(parents=True)
+    (shared / "data.txt").write_text("lab data\n")
+    node1.apply()
+    ids = {stack: c.id for stack, c in managed(node1.client).items()}
+    settings = user_dir(storage, "ana.novak@example.org") / "container-settings" / "ana-main.yml"
+    report = settings.parent / "ana-main.deploy"
+    settings.write_text("ana-main:\n  SHM_SIZE: 4g\n")
+
+    out, code = node1.salt_call("ccc_docker.redeploy", "ana-main", "notice=one apply held back: you saved often")
+    assert code == 0 and out["stack"] == "ana-main"
+    assert out["facts"]["changes"]["recreated"]["shm_size"] == {"old": 8 * 1024**3, "new": 4 * 1024**3}
+    assert out["deploy_started"] >= out["started"]
+    after = {stack: c.id for stack, c in managed(node1.client).items()}
+    assert after["ana-main"] != ids["ana-main"]
+    assert {s: i for s, i in after.items() if s != "ana-main"} == {s: i for s, i in ids.items() if s != "ana-main"}
+    assert node1.client.api.inspect_container("ana-main")["HostConfig"]["ShmSize"] == 4 * 1024**3
+    assert "result: recreated with the new settings" in report.read_text()
+    assert "one apply held back: you saved often" in report.read_text()
+
+    settings.write_text("ana-main:\n  SHM_SIZE: 900t\n")  # the user's mistake: kept running, told why
+    out, code = node1.salt_call("ccc_docker.redeploy", "ana-main")
+    assert code == 0 and out["facts"]["changes"] == {} and not out["facts"]["problem"]
+    assert managed(node1.client)["ana-main"].id == after["ana-main"]
+    assert "'900t' is more than the cluster maximum" in report.read_text() and "NOT applied" in report.read_text()
+
+    containers = sample_ccc("node1")["containers"]  # the admins' mistake: the container fails, exit code 1
+    node1.write_pillar({"containers": [dict(containers[0], USER_EMAIL="nobody@example.org"), *containers[1:]]})
+    out, code = node1.salt_call("ccc_docker.redeploy", "ana-main", check=False)
+    assert code == 1 and out["success"] is False and "nobody@example.org" in out["facts"]["problem"]
+
+    refused = subprocess.run(SALT_CALL + ["--local", "-c", str(node1.config_dir), "--retcode-passthrough",
+                                          "ccc_docker.redeploy", "nobody-here"], capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0
+    assert "nobody-here was not redeployed: no container of that name in this node's pillar" in refused.stderr + refused.stdout
+
+    second = {"STACK_NAME": "ana-second", "USER_EMAIL": "ana.novak@example.org",
+              "CONTAINER_IMAGE": "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1", "DEPLOYMENT_NODES": ["node1"]}
+    node1.write_pillar({"containers": sample_ccc("node1")["containers"] + [second]})
+    out, code = node1.salt_call("ccc_docker.redeploy", "ana-second")  # new here: a new pin, no groups in it yet
+    assert code == 0 and "created" in out["facts"]["changes"]
+    assert any("/ana-second/" in path for path in out["private_mounts"]["mounted"]), out["private_mounts"]
+    container = node1.client.containers.get("ana-second")
+    assert container.exec_run(["cat", "/storage/private/lab-shared/data.txt"]).output == b"lab data\n"
+
+
 def test_filters_orphans_moves_and_disabled_purge(node1, storage):
     node1.apply()
     ids = {stack: c.id for stack, c in managed(node1.client).items()}

@@ -74,7 +74,7 @@ SMOKES = (
         r"^edit -> recreated +n= 1 +p50 {n} s +p95 {n} s +max {n} s",
         r"^(?:node move|move: old gone) +n= 1 +p50 {n} s +p95 {n} s +max {n} s"), timeout=600),
     Smoke("redeploy_storm.py", ("--saves", "3", "--tail", "0"), "cluster", _lines(
-        r"^node1: {n} settings events, {n} state\.apply jobs for ana-main \(at most {n} queued or running at once, "
+        r"^node1: {n} settings events, {n} redeploy jobs for ana-main \(at most {n} queued or running at once, "
         r"{n} held back\)",
         r"^last save -> container running with the last value: {n} s"), timeout=600),
     Smoke("minion_idle_cpu.py", ("--files", "10", "--settle", "0", "--measure", "2"), "cluster", _lines(

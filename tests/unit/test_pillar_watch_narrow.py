@@ -8,6 +8,7 @@ import json
 import os
 import pathlib
 import time
+import types
 
 import pytest
 import yaml
@@ -176,6 +177,10 @@ def _placement(runner, stack):
 def test_an_edit_to_one_node_file_compiles_that_node_alone(master):
     runner, client, site, compiled, _ = master
     assert _watch(runner, compiled)[0] == ["gpu1.lab", "gpu2.lab", "gpu3.lab"]  # the first run: all
+    # it asks each node to refresh (the pillar they hold is not known) and reconciles none
+    assert [(fun, minions) for fun, minions, _ in client.jobs] == [
+        ("saltutil.refresh_pillar", [minion]) for minion in ("gpu1.lab", "gpu2.lab", "gpu3.lab")]
+    client.jobs = []
     assert _watch(runner, compiled) == ([], {"compiled": False, "refreshed": []})
     _node_file(site, 2, {"gpu_group": "a"})
     os.utime(site / "site" / "nodes" / "gpu2_lab.sls", (time.time() + 5,) * 2)
@@ -276,7 +281,62 @@ def test_the_watch_record_is_replaced_through_the_one_atomic_writer(master):
     assert _watch(runner, compiled)[0] == ["gpu1.lab", "gpu2.lab", "gpu3.lab"]
     assert victim.read_text() == "keep\n"
     record = cachedir / "ccc-pillar-watch.json"
-    assert set(json.loads(record.read_text())) == {"fingerprint", "digests", "files", "reads"}
+    assert set(json.loads(record.read_text())) == {"fingerprint", "digests", "files", "reads", "refreshed"}
     assert oct(record.stat().st_mode & 0o777) == "0o600"
     assert sorted(name for name in os.listdir(cachedir) if "pillar-watch" in name) == [
         "ccc-pillar-watch.json", "ccc-pillar-watch.json.tmp"]
+
+
+def _published(runner, client, minions, notice=None):
+    """The job one publish of ``box`` to ``minions`` sends: ``(fun, arg, kwarg)``."""
+    client.jobs = []
+    runner._Master().publish("box", minions, notice)
+    (fun, _, kwargs), = client.jobs
+    return fun, kwargs.get("arg"), kwargs.get("kwarg")
+
+
+def _clock(runner, monkeypatch):
+    """The runner's clock, set by the test (``clock.now``)."""
+    clock = types.SimpleNamespace(now=time.time())
+    monkeypatch.setattr(runner, "time", types.SimpleNamespace(time=lambda: clock.now))
+    return clock
+
+
+def test_a_redeploy_uses_the_nodes_pillar_in_memory_only_while_the_watch_knows_it_is_current(master, monkeypatch):
+    """The fast redeploy (no pillar compile) goes out once the watch has seen the pillar files
+    as they are and the nodes' refreshes it asked for have settled; an admin's edit it has not
+    acted on yet, or a refresh under way, sends the state run that compiles a fresh pillar."""
+    runner, client, site, compiled, _ = master
+    clock = _clock(runner, monkeypatch)
+    _watch(runner, compiled)  # the first run asks every node to refresh: which pillar they hold is not known
+    assert _published(runner, client, ["gpu1.lab"])[0] == "state.apply"  # that refresh may be under way
+    clock.now += ccc_pillar_watch.REFRESH_SETTLE
+    assert _published(runner, client, ["gpu1.lab", "gpu2.lab"]) == ("ccc_docker.redeploy", ["box"], {})
+    assert _published(runner, client, ["gpu1.lab"], notice="held") == ("ccc_docker.redeploy", ["box"], {"notice": "held"})
+
+    _node_file(site, 2, {"gpu_group": "b"})  # the admin's edit, before the watch's next run
+    os.utime(site / "site" / "nodes" / "gpu2_lab.sls", (time.time() + 5,) * 2)
+    fun, arg, kwarg = _published(runner, client, ["gpu1.lab"])
+    assert (fun, arg, kwarg["pillar"]) == ("state.apply", ["containers"], {"containers": "box"})
+    assert _watch(runner, compiled)[1]["refreshed"] == ["gpu2.lab"]
+    assert _published(runner, client, ["gpu1.lab"])[0] == "ccc_docker.redeploy"
+    assert _published(runner, client, ["gpu1.lab", "gpu2.lab"])[0] == "state.apply"  # gpu2's refresh is under way
+    clock.now += ccc_pillar_watch.REFRESH_SETTLE
+    assert _published(runner, client, ["gpu1.lab", "gpu2.lab"])[0] == "ccc_docker.redeploy"
+
+
+def test_a_node_the_watch_could_not_ask_to_refresh_gets_state_runs(master, monkeypatch):
+    runner, client, site, compiled, _ = master
+    clock = _clock(runner, monkeypatch)
+    run_job = client.run_job
+
+    def refresh_fails(minions, fun, **kwargs):
+        if fun == "saltutil.refresh_pillar" and "gpu3.lab" in minions:
+            raise OSError("publisher down")
+        return run_job(minions, fun, **kwargs)
+
+    client.run_job = refresh_fails
+    _watch(runner, compiled)
+    clock.now += ccc_pillar_watch.REFRESH_SETTLE
+    assert _published(runner, client, ["gpu1.lab"])[0] == "ccc_docker.redeploy"
+    assert _published(runner, client, ["gpu3.lab"])[0] == "state.apply"  # it may hold any pillar

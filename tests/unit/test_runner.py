@@ -395,7 +395,7 @@ def render_sls(path, tag, data):
     return yaml.safe_load(salt.utils.templates.render_jinja_tmpl((REPO / path).read_text(), context))
 
 
-def test_a_returned_state_apply_flushes_what_waits_behind_it_and_nothing_else_does():
+def test_a_returned_apply_flushes_what_waits_behind_it_and_nothing_else_does():
     import master_config
 
     reactors = {}
@@ -404,6 +404,9 @@ def test_a_returned_state_apply_flushes_what_waits_behind_it_and_nothing_else_do
     assert reactors["salt/job/*/ret/*"] == [str(REPO / "reactor" / "job_returned.sls")]
     returned = {"fun": "state.apply", "fun_args": ["containers", {"pillar": {"containers": "ana-main"}}], "id": "node1"}
     assert render_sls("reactor/job_returned.sls", "salt/job/1/ret/node1", returned) == {
+        "ccc-flush": {"runner.ccc.flush": []}}
+    fast = {"fun": ccc_runner.ccc_redeploy.FAST_FUN, "fun_args": ["ana-main"], "id": "node1"}  # the fast redeploy
+    assert render_sls("reactor/job_returned.sls", "salt/job/3/ret/node1", fast) == {
         "ccc-flush": {"runner.ccc.flush": []}}
     for fun in ("test.ping", "saltutil.find_job", "saltutil.sync_all", None):
         assert render_sls("reactor/job_returned.sls", "salt/job/2/ret/node1", {"fun": fun, "id": "node1"}) is None

@@ -276,7 +276,7 @@ def dead_engine(tmp_path):
         "user_data", "group_data", "apps_data", "dataset_data", "private_data")},
         "local": {key: str(tmp_path / key) for key in ("hdd_data", "ssd_data", "sshd_data")}}
     module = load_module("_modules/ccc_docker.py", "ccc_docker_module", pillar={"ccc": ccc}, grains={"id": "node1"},
-                  context={}, salt={})
+                         context={}, salt={}, opts={"cachedir": str(tmp_path / "cache")})
     salt = {f"ccc_docker.{name}": getattr(module, name)
             for name in ("deploy", "deploy_many", "remove", "remove_orphans", "private_mounts")}
     return module, salt
@@ -325,7 +325,7 @@ def test_deploy_many_returns_the_facts_as_data_and_asks_the_master_for_what_they
     monkeypatch.setattr(ccc_plan, "read_inputs", lambda *args, **kwargs: ccc_plan.Inputs(
         ccc={}, cluster={}, node={}, facts=None, stored={}, notices={}))
     monkeypatch.setattr(ccc_deploy, "deploy", lambda inputs, stacks, clients, test, workers: applied)
-    module.__opts__ = {"file_client": "remote"}
+    module.__opts__ = dict(module.__opts__, file_client="remote")
     module.__salt__ = {"event.send": lambda tag, data: sent.append((tag, data)),
                        "schedule.delete": lambda name, persist: scheduled.append(("delete", name)),
                        "schedule.add": lambda name, **kwargs: scheduled.append(("add", name)) or {"result": True}}
