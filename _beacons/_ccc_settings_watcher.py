@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover - the minion lacks the package
 log = logging.getLogger(__name__)
 
 # Tunables (seconds) and their defaults; a beacon configuration or ccc:cluster:beacon sets them.
-DEFAULTS = {"quiet_period": 0.25, "poll_interval": 30.0, "max_delay": 10.0}
+DEFAULTS = {"quiet_period": 0.15, "poll_interval": 30.0, "max_delay": 10.0}
 
 if HAS_INOTIFY:
     _F = inotify_simple.flags

@@ -17,7 +17,7 @@ How it watches (``inotify_simple``, not Salt's pyinotify beacon; ``_ccc_settings
   file names ``<STACK_NAME>.yml`` configured for that directory. Editors that write a temporary
   file and rename it over the original, and deletions, are seen; the deployment's own files next
   to it (``.deploy``, ``.status``, ``.env-backup``, ``logs/``) and any other name are ignored.
-* ``quiet_period`` (s, default 0.25): a stack fires once no change has been seen for that long,
+* ``quiet_period`` (s, default 0.15): a stack fires once no change has been seen for that long,
   so a burst of writes (an editor's save: write, rename, chmod) gives one event; saves further
   apart are coalesced by the master (one apply queued or running per stack). ``max_delay`` (s, default 10): a file that keeps changing
   still fires at least this often.
@@ -41,7 +41,7 @@ Configuration, either an explicit file list::
       ccc_settings:
         - files:
             - {stack: ana-main, path: /data/shared/user_data/ana@example.org/container-settings/ana-main.yml}
-        - quiet_period: 0.25
+        - quiet_period: 0.15
         - poll_interval: 30
         - max_delay: 10
         - immediate: true

@@ -4,8 +4,8 @@ tests/cluster (master + minions node1 and node2): ``python bench/<script>.py [--
 Why a command of their own: run as plain ``pytest``, the project's ``addopts`` start two xdist
 workers, and pytest shows nothing a worker's test prints, so the figures were lost. The script
 runs pytest in one process (``-n 0``) with capture off (``-s``), the harness's fixtures loaded
-(``-p cluster.conftest``), in this checkout's own salt-factories root
-(``-p support.factories_root``: the suite's conftest is not loaded for a file outside ``tests/``).
+(``-p cluster.conftest``), in this checkout's own salt-factories root (``bench/conftest.py``: the
+suite's conftest is not loaded for a file outside ``tests/``).
 Sizes reach the test module through the environment, as
 ``CCC_BENCH_<NAME>`` (the module reads them with ``size``), because pytest takes no options of
 a test module's own."""
@@ -40,9 +40,10 @@ def main(script, doc, sizes):
     args = parser.parse_args()
     env = dict(os.environ)
     env.update({_variable(name): str(getattr(args, name.replace("-", "_"))) for name in sizes})
-    return subprocess.call(
-        [sys.executable, "-m", "pytest", str(script), "-p", "support.factories_root", "-p", "cluster.conftest",
-         "-n", "0", "-s", "-q",
-         "--show-capture=no", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"],
-        cwd=REPO, env=env,
-    )
+    return subprocess.call(pytest_command(script), cwd=REPO, env=env)
+
+
+def pytest_command(script):
+    """The pytest command line that runs the bench's test(s) in ``script`` (run it in REPO)."""
+    return [sys.executable, "-m", "pytest", str(script), "-p", "cluster.conftest", "-n", "0", "-s", "-q",
+            "--show-capture=no", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"]

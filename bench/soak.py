@@ -25,6 +25,8 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
+import _harness  # noqa: E402
+
 
 def test_soak(master, minions, dockerds, cluster_storage, overrides_root):
     from cluster.conftest import MOVE_WINDOW
@@ -53,11 +55,8 @@ def main():
     print(f"soak: seed {seed}, {args.minutes} min", flush=True)
     settings = {"seed": seed, "minutes": args.minutes, "kinds": args.kinds.split(",") if args.kinds else None,
                 "max_outage": args.max_outage, "json": args.json}
-    return subprocess.call(
-        [sys.executable, "-m", "pytest", __file__, "-p", "cluster.conftest", "-n", "0", "-q", "-s",
-         "--show-capture=no", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"],
-        cwd=REPO, env=dict(os.environ, CCC_SOAK=json.dumps(settings)),
-    )
+    return subprocess.call(_harness.pytest_command(__file__), cwd=REPO,
+                           env=dict(os.environ, CCC_SOAK=json.dumps(settings)))
 
 
 if __name__ == "__main__":

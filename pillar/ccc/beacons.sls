@@ -5,7 +5,7 @@
     through the execution function ccc_containers.watched_files): every container that may run on
     this node (user type's allowed_nodes + ALLOWED_NODES) and is not DISABLED. It is not listed
     here because a pillar SLS cannot read the pillar of the other SLS files (Salt 3008 renders each
-    one on its own). Tunables: ccc:cluster:beacon:{quiet_period (0.25 s), poll_interval (30 s),
+    one on its own). Tunables: ccc:cluster:beacon:{quiet_period (0.15 s), poll_interval (30 s),
     max_delay (10 s)}. `immediate`: a change fires when its quiet period ends, not at the beacon's
     next call (Salt calls beacons once a second); about a second off every redeploy, no idle cost.
 

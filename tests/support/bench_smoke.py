@@ -99,8 +99,10 @@ def of_tier(tier):
 
 
 def scripts():
-    """The benchmarks: every script in bench/ (``_name.py`` are their shared helpers)."""
-    return sorted(path.name for path in BENCH.glob("*.py") if not path.name.startswith("_"))
+    """The benchmarks: every script in bench/ (``_name.py`` are their shared helpers,
+    ``conftest.py`` the fixtures of those that are pytest tests underneath)."""
+    return sorted(path.name for path in BENCH.glob("*.py") if not path.name.startswith("_")
+                  and path.name != "conftest.py")
 
 
 def run(smoke, **values):

@@ -4,6 +4,8 @@ bench_smoke.py); the heavy ones run in tests/bench/. Also: every script in bench
 run and a README row naming the flags its smoke run uses."""
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -34,3 +36,21 @@ def test_the_readme_row_and_docstring_of_a_bench_name_the_flags_of_its_smoke_run
     sized = [f"{flag} {value}" for flag, value in zip(smoke.args, smoke.args[1:]) if flag.startswith("--")
              and not value.startswith("{")]
     assert [size for size in sized if size not in smallest.group(0).replace("\n", " ")] == [], smallest.group(0)
+
+
+@pytest.mark.parametrize("script", [smoke.script for smoke in bench_smoke.of_tier("cluster")
+                                    if "def test_" in (bench_smoke.BENCH / smoke.script).read_text()])
+def test_a_bench_on_the_live_cluster_runs_in_this_checkouts_own_salt_factories_root(script):
+    """Its pytest command resolves salt-factories' root fixture to tests/support/factories_root.py:
+    otherwise its daemons run from the start scripts whichever checkout wrote ``/tmp/scripts``
+    first (seen: the benches ran a CI clone's Salt, the ``-p`` plugin losing to salt-factories')."""
+    sys.path.insert(0, str(bench_smoke.BENCH))
+    try:
+        import _harness
+    finally:
+        sys.path.remove(str(bench_smoke.BENCH))
+    proc = subprocess.run([*_harness.pytest_command(bench_smoke.BENCH / script), "--fixtures-per-test"],
+                          cwd=bench_smoke.REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    used = re.findall(r"^salt_factories_default_root_dir -- (\S+):\d+", proc.stdout, re.M)
+    assert used and set(used) == {"tests/support/factories_root.py"}, proc.stdout[-3000:]
