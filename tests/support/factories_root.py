@@ -1,7 +1,8 @@
-"""salt-factories' root folder for the daemons this checkout starts: a pytest plugin module, so
-the suite (``tests/conftest.py``) and the benches on the live cluster (``bench/_harness.py``,
-which runs pytest on a file outside ``tests/``, where the suite's conftest is not loaded) use
-the same one."""
+"""salt-factories' root folder for the daemons this checkout starts, one fixture imported by
+two conftests: the suite's (``tests/conftest.py``) and the benches' on the live cluster
+(``bench/conftest.py``: ``bench/_harness.py`` runs pytest on a file outside ``tests/``, where
+the suite's conftest is not loaded). Only a conftest's fixture wins over salt-factories' own of
+the same name; loaded as a ``-p`` plugin it loses (salt-factories' entry point registers later)."""
 
 import hashlib
 import os
