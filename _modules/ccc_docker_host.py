@@ -28,7 +28,8 @@ def __virtual__():
 
 
 def _ccc():
-    return ccc_pillar.pillar_ccc(__pillar__)
+    """The node's engine and networks are all this module reads of ``ccc``."""
+    return ccc_pillar.pillar_ccc(__pillar__, keys=("cluster", "node"))
 
 
 def _node():

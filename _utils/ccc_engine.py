@@ -39,6 +39,10 @@ def client(node):
     check needs it. Creating one does not contact the engine. Not thread-safe: one per thread.
     """
     made = docker.DockerClient(base_url=node["docker_url"], version=API_VERSION, timeout=120)
+    if str(node["docker_url"]).startswith("unix://"):
+        # No proxy or .netrc reaches a local socket; requests would look both up in the
+        # environment on every call (a tenth of a millisecond each, twice per container).
+        made.api.trust_env = False
     made.ccc_state_dir = node["state_dir"]
     return made
 

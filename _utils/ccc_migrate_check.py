@@ -37,10 +37,10 @@ def check_containers(ccc, report, source=None):
     """A ``refused`` entry for each problem of each container's admin record (the checks a deploy
     makes); returns the STACK_NAMEs that have problems. ``source``: the file the records came
     from (the inventory pillar names it; the migration names the container instead)."""
-    held = set()
+    held, index = set(), ccc_pillar.entries_by_stack(ccc)
     for entry in ccc.get("containers") or []:
         stack = entry.get("STACK_NAME")
-        _, problems = ccc_pillar.container_record(ccc, stack)
+        _, problems = ccc_pillar.container_record(ccc, stack, index=index)
         for problem in problems:
             if source is None:
                 report.refused(f"deployment_containers[{stack}]", "record", problem)

@@ -27,6 +27,7 @@ import ctypes
 import errno
 import os
 import platform
+import re
 
 import ccc_safefs
 
@@ -86,8 +87,24 @@ def mount_id(fd):
 
 def mountinfo():
     """Every mount of this namespace as ``Mount`` records (``/proc/self/mountinfo``)."""
+    return [_record(line) for line in _table().splitlines()]
+
+
+def _table():
     with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as handle:
-        return [_record(line) for line in handle]
+        return handle.read()
+
+
+def _lines_at(table, pattern):
+    """The records of the table's lines where ``pattern`` is found (each line once): only
+    those are parsed, where a node with 500 containers has thousands of mounts."""
+    starts = {}
+    for found in re.finditer(pattern, table, re.MULTILINE):
+        begin = table.rfind("\n", 0, found.start()) + 1
+        if begin not in starts:
+            close = table.find("\n", found.end())
+            starts[begin] = _record(table[begin:close if close >= 0 else len(table)])
+    return list(starts.values())
 
 
 def _record(line):
@@ -95,6 +112,15 @@ def _record(line):
     tags = dict(tag.split(":", 1) for tag in fields[6:fields.index("-")] if ":" in tag)
     return Mount(int(fields[0]), int(fields[1]), _unescape(fields[3]), _unescape(fields[4]),
                  tags.get("shared"), tags.get("master"))
+
+
+def children_of(mounts):
+    """Mount id -> the mounts right below it, from one read of the table (``mountinfo``): a
+    lookup per pin, where a scan of the whole table per pin was pins × mounts."""
+    index = {}
+    for record in mounts:
+        index.setdefault(record.parent, []).append(record)
+    return index
 
 
 def mount_points():
@@ -145,38 +171,78 @@ def bind(source_fd, target_fd, propagation=MS_PRIVATE, parent=None):
     shared parent the kernel gives a private one a group of its own too (its copies in the
     parent's slaves, a container's ``rslave`` mount, follow it).
     """
+    return bind_all([(source_fd, target_fd, propagation, parent)])[0]
+
+
+def bind_all(binds):
+    """
+    ``bind`` for several ``(source_fd, target_fd, propagation, parent)``: each is attached in
+    turn, then every one is checked against one read of the mount table (a node with 500
+    containers has thousands of mounts, and each read costs the kernel milliseconds; a
+    container's pins are seven binds). A mount that fails its check is detached again, and the
+    first problem raised once every mount made was checked (one that passed stays); when an
+    attach fails, the ones made before it are checked the same way first. Returns the new ids.
+    """
+    attached, tree_fds = [], []
+    try:
+        try:
+            for source_fd, target_fd, propagation, parent in binds:
+                attached.append(_attach(source_fd, target_fd, propagation, parent, tree_fds))
+        finally:
+            problems = _check_attached(attached)
+        if problems:
+            raise ccc_safefs.UnsafePath(errno.EXDEV, problems[0])
+        return [made["id"] for made in attached]
+    finally:
+        for fd in tree_fds:
+            os.close(fd)
+
+
+def _attach(source_fd, target_fd, propagation, parent, tree_fds):
+    """Clone ``source_fd`` into a detached mount, give it ``propagation`` and attach it onto
+    ``target_fd`` (its tree descriptor goes to ``tree_fds``); returns what the check needs."""
     expected = os.fstat(source_fd)
     here = mount_id(target_fd)
     if parent is not None and here != parent:
         raise ccc_safefs.UnsafePath(errno.EXDEV, "something else is mounted on the mount point")
-    parent = here
     flags = _OPEN_TREE_CLONE | _AT_EMPTY_PATH | os.O_CLOEXEC
     tree_fd = _syscall("open_tree", ctypes.c_int(source_fd), b"", ctypes.c_uint(flags))
-    try:
-        _set_propagation(tree_fd, MS_PRIVATE)
-        if propagation == MS_SHARED:
-            _set_propagation(tree_fd, MS_SHARED)
-        _syscall("move_mount", ctypes.c_int(tree_fd), b"", ctypes.c_int(target_fd), b"",
-                 ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH))
-        new = mount_id(tree_fd)
-        problem = _bind_problem(new, parent, expected, os.fstat(tree_fd), propagation)
+    tree_fds.append(tree_fd)
+    _set_propagation(tree_fd, MS_PRIVATE)
+    if propagation == MS_SHARED:
+        _set_propagation(tree_fd, MS_SHARED)
+    _syscall("move_mount", ctypes.c_int(tree_fd), b"", ctypes.c_int(target_fd), b"",
+             ctypes.c_uint(_MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH))
+    return {"tree_fd": tree_fd, "id": mount_id(tree_fd), "parent": here, "expected": expected,
+            "root": os.fstat(tree_fd), "propagation": propagation}
+
+
+def _check_attached(attached):
+    """The problems of mounts ``_attach`` made (each bad one detached again), from one table."""
+    if not attached:
+        return []
+    table, problems = _table(), []
+    for made in attached:
+        problem = _bind_problem(made["id"], made["parent"], made["expected"], made["root"], made["propagation"], table)
         if problem:
-            unmount(tree_fd, new)
-            raise ccc_safefs.UnsafePath(errno.EXDEV, problem)
-        return new
-    finally:
-        os.close(tree_fd)
+            unmount(made["tree_fd"], made["id"])
+            problems.append(problem)
+    return problems
 
 
-def _bind_problem(new, parent, expected, root, propagation):
-    """What is wrong with the mount ``bind`` just made, judged by identity (None when right)."""
-    records = mountinfo()
-    record = next((r for r in records if r.id == new), None)
+def _bind_problem(new, parent, expected, root, propagation, table=None):
+    """What is wrong with the mount ``bind`` just made, judged by identity (None when right);
+    ``table``: the mount table as read after it was made."""
+    table = _table() if table is None else table
+    record = next(iter(_lines_at(table, rf"^{int(new)} ")), None)
     if record is None or record.parent != parent:
         return "the new mount is not where its mount point was opened"
     if (root.st_dev, root.st_ino) != (expected.st_dev, expected.st_ino):
         return "the new mount is not the folder that was checked"
-    peers = [r.id for r in records if record.shared and r.shared == record.shared and r.id != new]
+    # A tag is a field of its own (names in the table escape their spaces): the lines that
+    # carry it, each parsed to be sure it is the optional field and not a source's name.
+    sharing = _lines_at(table, rf" shared:{re.escape(record.shared)}(?=[ \n]|\Z)") if record.shared else []
+    peers = [r.id for r in sharing if r.shared == record.shared and r.id != new]
     if record.master or peers or (propagation == MS_SHARED and not record.shared):
         return f"the new mount's propagation is not its own (peers {peers}, master {record.master})"
     return None

@@ -130,9 +130,9 @@ def wanted_private_mounts(ccc, stacks_on_node):
     container has its own ``private`` pin, so a grant reaches exactly the containers it names
     and revoking it from one never unmounts it in another.
     """
-    wanted = {}
+    wanted, index = {}, ccc_pillar.entries_by_stack(ccc)
     for stack in stacks_on_node:
-        record, problems = ccc_pillar.container_record(ccc, stack)
+        record, problems = ccc_pillar.container_record(ccc, stack, index=index)
         if record is None or problems:
             continue
         user_type = ((ccc or {}).get("user_types") or {}).get(record.get("USER_TYPE")) or {}

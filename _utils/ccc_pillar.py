@@ -189,15 +189,36 @@ def merged_record(users, entry):
     return record
 
 
-def container_record(ccc, stack, check=True):
+def entries_by_stack(ccc):
+    """
+    ``ccc:containers`` as STACK_NAME -> its entries (more than one: defined twice), in one pass.
+    A caller that looks up many stacks builds it once and passes it to ``container_record``
+    (``index``): a lookup per stack that scanned the list made a run over N containers N².
+    """
+    index = {}
+    for entry in (ccc or {}).get("containers") or []:
+        if not isinstance(entry, dict):
+            continue
+        try:
+            index.setdefault(entry.get("STACK_NAME"), []).append(entry)
+        except TypeError:  # an unhashable STACK_NAME names no stack (its entry is refused elsewhere)
+            continue
+    return index
+
+
+def container_record(ccc, stack, check=True, index=None):
     """
     The admin-side record of a container: its user's record overlaid by the container entry.
 
     Returns ``(record, problems)``; problems are admin-facing and mean the container cannot be
     deployed as configured. ``check=False`` skips the admin-record checks (for callers that
-    only need the record's paths; the resolver checks it).
+    only need the record's paths; the resolver checks it). ``index``: ``entries_by_stack(ccc)``
+    where the caller has it.
     """
-    entries = [e for e in (ccc or {}).get("containers") or [] if isinstance(e, dict) and e.get("STACK_NAME") == stack]
+    try:
+        entries = list((entries_by_stack(ccc) if index is None else index).get(stack) or [])
+    except TypeError:  # an unhashable name is no STACK_NAME
+        entries = []
     if not entries:
         return None, [f"no container named {ccc_quote.quote_value(stack)} in pillar ccc:containers"]
     if len(entries) > 1:
@@ -325,11 +346,15 @@ def plain(value):
     return value
 
 
-def pillar_ccc(pillar):
+def pillar_ccc(pillar, keys=None):
     """
-    The ``ccc`` pillar key as plain data (``{}`` when missing).
+    The ``ccc`` pillar key as plain data (``{}`` when missing); ``keys``: only those of its keys
+    (a caller that reads ``cluster`` and ``node`` need not copy every container and user).
     """
-    return plain((pillar or {}).get("ccc") or {})
+    ccc = (pillar or {}).get("ccc") or {}
+    if keys is not None and isinstance(ccc, dict):
+        ccc = {key: ccc[key] for key in keys if key in ccc}
+    return plain(ccc)
 
 
 def watched_files(ccc, node):

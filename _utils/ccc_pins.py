@@ -100,36 +100,42 @@ def ensure(binds_dir, stack, pins, set_id, identity):
     ensure_tree(binds_dir)
     base = set_dir(binds_dir, stack, set_id)
     os.makedirs(base, mode=0o700, exist_ok=True)
-    made = []
     base_fd = ccc_safefs.open_root(base)
     try:
-        for pin in pins:
-            # The checked source's own inode at the target: it is mounted there (the target
-            # folder itself lives on the pin tmpfs, never on a source's file system).
-            if _is_pinned(base_fd, pin["name"], identity[pin["name"]]):
-                continue
+        # The checked source's own inode at the target: it is mounted there (the target
+        # folder itself lives on the pin tmpfs, never on a source's file system).
+        missing = [pin for pin in pins if not _is_pinned(base_fd, pin["name"], identity[pin["name"]])]
+        for pin in missing:
             ccc_mountfd.unmount_all_at(base_fd, pin["name"])
-            _mount_pin(base_fd, pin, identity[pin["name"]])
-            made.append(pin["name"])
+        _mount_pins(base_fd, missing, identity)
     finally:
         os.close(base_fd)
-    return made
+    return [pin["name"] for pin in missing]
 
 
-def _mount_pin(base_fd, pin, expected):
-    source_fd = _open_source(pin)
+def _mount_pins(base_fd, pins, identity):
+    """Mount ``pins`` into the set at ``base_fd``, each source opened again and still the inode
+    ``identify`` saw (else nothing is mounted), all checked against one read of the mount table
+    (``ccc_mountfd.bind_all``)."""
+    if not pins:
+        return
+    opened, binds = [], []
+    parent = ccc_mountfd.mount_id(base_fd)
     try:
-        info = os.fstat(source_fd)
-        if (info.st_dev, info.st_ino) != expected:
-            raise ccc_safefs.UnsafePath(0, f"{'/'.join(pin['parts'])} changed while it was being checked")
-        target_fd, _ = ccc_safefs.ensure_dir_at(base_fd, pin["name"], 0o700, (0, 0))
-        try:
+        for pin in pins:
+            source_fd = _open_source(pin)
+            opened.append(source_fd)
+            info = os.fstat(source_fd)
+            if (info.st_dev, info.st_ino) != identity[pin["name"]]:
+                raise ccc_safefs.UnsafePath(0, f"{'/'.join(pin['parts'])} changed while it was being checked")
+            target_fd, _ = ccc_safefs.ensure_dir_at(base_fd, pin["name"], 0o700, (0, 0))
+            opened.append(target_fd)
             propagation = ccc_mountfd.MS_SHARED if pin.get("shared") else ccc_mountfd.MS_PRIVATE
-            ccc_mountfd.bind(source_fd, target_fd, propagation, parent=ccc_mountfd.mount_id(base_fd))
-        finally:
-            os.close(target_fd)
+            binds.append((source_fd, target_fd, propagation, parent))
+        ccc_mountfd.bind_all(binds)
     finally:
-        os.close(source_fd)
+        for fd in opened:
+            os.close(fd)
 
 
 def release(binds_dir, stack, keep=()):

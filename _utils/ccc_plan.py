@@ -34,6 +34,9 @@ class Inputs:
 
     def __init__(self, ccc, cluster, node, facts, stored, notices, swarm=None, nfs_missing=None):
         self.ccc = ccc
+        # Looked up once per container: made once per run (a scan per container is N² at 500).
+        self.index = ccc_pillar.entries_by_stack(ccc)  # STACK_NAME -> its pillar entries
+        self.cluster_nodes = ccc_pillar.cluster_nodes(ccc)
         self.claims = ccc_subdomains.subdomain_claims(ccc, stored)  # FRP subdomains -> their stacks
         self.nfs_missing = nfs_missing or {}  # ``nfs_fact``: required NFS mount points not mounted, with why
         self.swarm = swarm  # the engine's swarm facts (``swarm_fact``), None where the role is off
@@ -133,12 +136,12 @@ def _user_files(inputs, record):
 
 def plan(inputs, stack):
     """The resolution of one container on this node (see ``ccc_resolver.resolve_container``)."""
-    record = ccc_pillar.container_record(inputs.ccc, stack)
+    record = ccc_pillar.container_record(inputs.ccc, stack, index=inputs.index)
     text, error, last_good = _user_files(inputs, record[0])
     resolution = ccc_resolver.resolve_container(
         inputs.ccc, stack, inputs.facts, settings_text=text, settings_error=error, last_good=last_good,
         taken=ccc_subdomains.taken_except(inputs.claims, except_stack=stack),
-        cluster=inputs.cluster, record=record,
+        cluster=inputs.cluster, record=record, nodes=inputs.cluster_nodes,
     )
     if resolution["action"] == "run":
         resolution["overlay"] = ccc_swarm.attachment(stack, inputs.facts.name, inputs.swarm)

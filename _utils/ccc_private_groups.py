@@ -32,21 +32,23 @@ def private_pin(attrs):
     return None
 
 
-def reconcile_groups(private_dir, private_data, groups, owner, test=False, mounts=None):
+def reconcile_groups(private_dir, private_data, groups, owner, test=False, mounts=None, children=None):
     """
     Mount exactly ``groups`` (from ``<private_data>/<group>``) under one ``private`` pin.
 
     Returns ``{"mounted": [...], "unmounted": [...], "refused": [...]}`` (paths below the pin;
     a refusal says why). ``mounts``: ``ccc_mountfd.mountinfo()`` when the caller has read it
-    (one read for all pins). ``private_dir`` is the pin's root-only path on the pin tmpfs.
+    (one read for all pins), ``children`` its ``ccc_mountfd.children_of`` (made once for all
+    pins). ``private_dir`` is the pin's root-only path on the pin tmpfs.
     """
-    mounts = ccc_mountfd.mountinfo() if mounts is None else mounts
+    if children is None:
+        children = ccc_mountfd.children_of(ccc_mountfd.mountinfo() if mounts is None else mounts)
     changes = {"mounted": [], "unmounted": [], "refused": []}
     private_fd = os.open(private_dir, ccc_safefs.DIR_FLAGS)
     try:
         pin_id = ccc_mountfd.mount_id(private_fd)
         sources = {group: _identity_or_reason(private_data, group) for group in groups}
-        kept = _undo_others(private_fd, private_dir, pin_id, mounts, sources, test, changes)
+        kept = _undo_others(private_fd, private_dir, children.get(pin_id, []), sources, test, changes)
         for group in groups:
             point = os.path.join(private_dir, group)
             if group in kept:
@@ -63,12 +65,12 @@ def reconcile_groups(private_dir, private_data, groups, owner, test=False, mount
     return changes
 
 
-def _undo_others(private_fd, private_dir, pin_id, mounts, sources, test, changes):
-    """Detach every mount on the pin that is not a granted group's source at its own name;
-    returns the groups that are mounted right."""
+def _undo_others(private_fd, private_dir, on_pin, sources, test, changes):
+    """Detach every mount on the pin (``on_pin``: the mounts right below it) that is not a
+    granted group's source at its own name; returns the groups that are mounted right."""
     kept = set()
     prefix = os.path.join(private_dir, "")
-    for child in sorted((m for m in mounts if m.parent == pin_id), key=lambda m: m.point):
+    for child in sorted(on_pin, key=lambda m: m.point):
         relative = child.point[len(prefix):] if child.point.startswith(prefix) else None
         point = os.path.join(private_dir, relative or "?")
         try:

@@ -30,7 +30,7 @@ def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
         problem = None if test else _unmount_user_path(nfs["user_data"], record)
         changes["refused" if problem else "unmounted"].append(f"{record.point}: {problem}" if problem else record.point)
     containers = ccc_node_record.managed_containers(client)
-    points = {record.point for record in mounts}
+    points, children = {record.point for record in mounts}, ccc_mountfd.children_of(mounts)
     for stack, summary in sorted(containers.items()):
         if summary.get("State") != "running":
             continue
@@ -41,7 +41,7 @@ def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
         if not private_dir or not private_dir.startswith(os.path.join(binds_dir, "")) or private_dir not in points:
             continue
         done = ccc_private_groups.reconcile_groups(private_dir, nfs["private_data"], wanted.get(stack, []), owner,
-                                                   test, mounts)
+                                                   test, mounts, children)
         for key, value in done.items():
             changes[key].extend(value)
     for stack in ccc_pins.pinned_stacks(binds_dir):

@@ -8,7 +8,6 @@ it is placed. The spec of a container that runs here is built by ``ccc_container
 subdomains other containers hold (``taken``) come from ``ccc_subdomains``.
 """
 
-import copy
 import hashlib
 import json
 
@@ -115,7 +114,7 @@ def _effective(record, overrides):
 
 
 def resolve_container(ccc, stack, facts, settings_text=None, settings_error=None, last_good=None,
-            taken=None, cluster=None, record=None):
+            taken=None, cluster=None, record=None, nodes=None):
     """
     Work out what should happen to one container on one node, and why.
 
@@ -124,8 +123,9 @@ def resolve_container(ccc, stack, facts, settings_text=None, settings_error=None
     ``device_groups``, ``admin_errors``, ``user_messages``, ``notes``, ``settings_status`` and
     ``settings_to_store``. ``hold`` means: change nothing and report the errors. Each step
     below may decide, and then the result is returned as it stands. ``cluster``
-    (``ccc_pillar.cluster_settings``) and ``record`` (``ccc_pillar.container_record``'s
-    ``(record, problems)``) are passed by a caller that has them (``ccc_plan``).
+    (``ccc_pillar.cluster_settings``), ``record`` (``ccc_pillar.container_record``'s
+    ``(record, problems)``) and ``nodes`` (``ccc_pillar.cluster_nodes``) are passed by a caller
+    that has them (``ccc_plan``, once per run).
     """
     cluster = ccc_pillar.cluster_settings(ccc) if cluster is None else cluster
     record, problems = ccc_pillar.container_record(ccc, stack) if record is None else record
@@ -136,7 +136,8 @@ def resolve_container(ccc, stack, facts, settings_text=None, settings_error=None
     if _disabled(ccc, record, result):
         return result
     user_type = ccc_pillar.user_type_of(ccc, record)
-    rules = _cluster_rules(ccc, cluster, user_type, record, taken)
+    nodes = ccc_pillar.cluster_nodes(ccc) if nodes is None else nodes
+    rules = _cluster_rules(cluster, nodes, user_type, record, taken)
     overrides = _user_settings(result, record, (settings_text, settings_error, last_good), rules)
     if result["settings_status"] == "missing":
         result["default_settings_text"] = ccc_report.default_settings_text(
@@ -184,16 +185,16 @@ def _disabled(ccc, record, result):
     return True
 
 
-def _cluster_rules(ccc, cluster, user_type, record, taken):
-    """The cluster's rules for this container's settings (``ccc_schema.validate_user_settings``)."""
-    nodes = ccc_pillar.cluster_nodes(ccc)
+def _cluster_rules(cluster, nodes, user_type, record, taken):
+    """The cluster's rules for this container's settings (``ccc_schema.validate_user_settings``);
+    ``nodes``: ``ccc_pillar.cluster_nodes``."""
     return {
         "allowed_nodes": ccc_pillar.granted(user_type, record, "nodes"),
         "cluster_nodes": nodes,
         "image_prefixes": cluster["image_policy"].get("allowed_prefixes") or [],
         "shm_size_max": ccc_schema.parse_size(cluster["shm_size_max"]) if cluster.get("shm_size_max") else None,
         "reserved_subdomains": ccc_subdomains.reserved_subdomains(cluster, nodes),
-        "taken_subdomains": {k: v for k, v in (taken or {}).items() if v != record["STACK_NAME"]},
+        "taken_subdomains": ccc_subdomains.excluding(taken, record["STACK_NAME"]),
     }
 
 
@@ -249,6 +250,7 @@ def spec_hash(spec):
     Stable hash of a container spec (without its own hash label); stored as a label so a no-op
     apply compares one string instead of the whole container.
     """
-    material = copy.deepcopy(spec)
-    material.get("labels", {}).pop(ccc_rules.SPEC_HASH_LABEL, None)
+    material = dict(spec)  # json.dumps reads the rest; only the labels lose a key
+    if isinstance(material.get("labels"), dict):
+        material["labels"] = {k: v for k, v in material["labels"].items() if k != ccc_rules.SPEC_HASH_LABEL}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:20]

@@ -277,7 +277,7 @@ def validate_user_settings(section, stack_name, rules):
 
     ``rules`` holds: ``allowed_nodes`` (list), ``cluster_nodes`` (list), ``image_prefixes``
     (list), ``shm_size_max`` (bytes), ``reserved_subdomains`` (list of names, ``{node}`` already
-    expanded), ``taken_subdomains`` (dict subdomain -> other STACK_NAME); a rule left out is
+    expanded), ``taken_subdomains`` (a mapping subdomain -> other STACK_NAME); a rule left out is
     not checked. Returns a list of plain-language problems, at most ``MAX_PROBLEMS`` and a
     count of the rest; an empty list means the section may be applied. The cheap checks run
     first and the schema only sees bounded input, so any file costs milliseconds.

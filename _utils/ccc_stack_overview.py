@@ -74,12 +74,12 @@ def gather(client, ccc, minion_id, secrets=(), now=None):
     now = now or datetime.datetime.now(datetime.timezone.utc)
     cluster = ccc_pillar.cluster_settings(ccc)
     node = ccc_pillar.node_settings(ccc, minion_id)
-    found = {}
+    found, index = {}, ccc_pillar.entries_by_stack(ccc)
     for stack, summary in sorted(ccc_node_record.managed_containers(client).items()):
         attrs = ccc_engine.inspect(client, summary["Id"])
         if attrs is None or not ccc_rules.is_stack_name(stack):
             continue
-        record, _ = ccc_pillar.container_record(ccc, stack, check=False)
+        record, _ = ccc_pillar.container_record(ccc, stack, check=False, index=index)
         folder = None
         if record and ccc_rules.is_email(record.get("USER_EMAIL")):
             folder = ccc_pillar.settings_paths(cluster, record)["settings_folder"]
@@ -87,7 +87,7 @@ def gather(client, ccc, minion_id, secrets=(), now=None):
         last = ccc_feedback.read_deploy_record(cluster["state_dir"], stack, node["name"])
         found[stack] = entry(attrs, problem, last, now)
     for stack, last in sorted(ccc_feedback.deploy_records(cluster["state_dir"], node["name"]).items()):
-        if stack not in found and last.get("placed") and ccc_pillar.container_record(ccc, stack, check=False)[0]:
+        if stack not in found and last.get("placed") and ccc_pillar.container_record(ccc, stack, check=False, index=index)[0]:
             found[stack] = missing_entry(last)
     return found
 

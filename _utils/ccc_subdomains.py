@@ -4,6 +4,8 @@ FRP HTTP subdomains in use cluster-wide, which another container's user may not 
 once per run (``subdomain_claims``), then asked per container (``taken_except``). Pure.
 """
 
+import collections.abc
+
 import ccc_pillar
 import ccc_schema
 
@@ -53,16 +55,41 @@ def subdomain_claims(ccc, stored_settings):
     return claims
 
 
+class Taken(collections.abc.Mapping):
+    """
+    ``taken_subdomains`` as a view of the run's claims (``subdomain_claims``): each name -> its
+    first claimant other than ``except_stack``, looked up when asked. Copying every other
+    container's names for each container was the square of the containers in a run.
+    """
+
+    def __init__(self, claims, except_stack=None):
+        self._claims = claims
+        self.except_stack = except_stack
+
+    def __getitem__(self, name):
+        for stack in self._claims.get(name, ()):
+            if stack != self.except_stack:
+                return stack
+        raise KeyError(name)
+
+    def __iter__(self):
+        return (name for name in self._claims if name in self)
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+
 def taken_except(claims, except_stack=None):
-    """``taken_subdomains`` from ``subdomain_claims``: each name -> its first claimant other
-    than ``except_stack``."""
-    taken = {}
-    for name, owners in claims.items():
-        for stack in owners:
-            if stack != except_stack:
-                taken[name] = stack
-                break
-    return taken
+    """``taken_subdomains`` from ``subdomain_claims`` (a ``Taken`` view)."""
+    return Taken(claims, except_stack)
+
+
+def excluding(taken, stack):
+    """``taken`` without the names ``stack`` holds itself (the view as it is when it already
+    leaves ``stack`` out)."""
+    if isinstance(taken, Taken) and taken.except_stack == stack:
+        return taken
+    return {name: owner for name, owner in (taken or {}).items() if owner != stack}
 
 
 def merge_frp(admin, user):

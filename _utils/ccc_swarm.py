@@ -169,13 +169,13 @@ def wanted_stacks(ccc, settings):
     The stacks that need an overlay: every valid, not DISABLED container of the pillar that may
     run on a swarm node (its allowed nodes, since users move their containers within them).
     """
-    nodes = set(swarm_nodes(ccc, settings))
+    nodes, index = set(swarm_nodes(ccc, settings)), ccc_pillar.entries_by_stack(ccc)
     stacks = []
     for entry in (ccc or {}).get("containers") or []:
         stack = entry.get("STACK_NAME") if isinstance(entry, dict) else None
         if not ccc_rules.is_stack_name(stack) or stack in stacks:
             continue
-        record, problems = ccc_pillar.container_record(ccc, stack, check=False)
+        record, problems = ccc_pillar.container_record(ccc, stack, check=False, index=index)
         if not record or ccc_rules.truthy(record.get("DISABLED")):
             continue
         allowed = ccc_pillar.granted(ccc_pillar.user_type_of(ccc, record), record, "nodes")

@@ -9,8 +9,11 @@ on a fresh node; containers created ``ccc:node:create_parallelism`` at a time) a
 container, then the best of three no-op re-applies: wall time, Salt's own "Total run time" of
 the states, and that per container (it should stay flat as N grows).
 
-Then the salt-call floor: ``salt-call --local test.true`` on the same node (start-up, grains and
-pillar; best of three), what no apply can beat. Last, the Docker floor: the same N containers
+Then two Salt floors on the same node (best of three each): the salt-call floor,
+``salt-call --local test.true`` (start-up, grains and pillar), and the state floor,
+``state.apply`` of an SLS of as many states as the no-op ran, each ``test.succeed_without_changes``
+(the salt-call floor plus the state engine, its loaders and one state per container): what no
+apply with one state per container can beat, however little its states do. Last, the Docker floor: the same N containers
 (the specs the apply made, pins and networks already in place) removed and made again straight
 through the Docker API, create + connect + start, as many at a time as the apply used. No apply can beat it on that machine; the first
 deploy minus the floor is what ccc-salt itself costs (Salt start-up, plans, host keys, pins,
@@ -84,19 +87,36 @@ def timed_apply(node):
     match = re.search(r"Total run time:\s+([\d.]+) (ms|s)", proc.stdout)
     states = float(match.group(1)) / (1000 if match.group(2) == "ms" else 1)
     changed = re.search(r"Succeeded: \d+ \(changed=(\d+)\)", proc.stdout)
-    return wall, states, int(changed.group(1)) if changed else 0
+    ran = re.search(r"Total states run:\s+(\d+)", proc.stdout)
+    return wall, states, int(changed.group(1)) if changed else 0, int(ran.group(1))
+
+
+def best_of_three(command):
+    best = None
+    for _ in range(3):
+        start = time.monotonic()
+        proc = subprocess.run(command, capture_output=True, text=True)
+        if proc.returncode:
+            raise SystemExit(f"{' '.join(command[3:])} exited {proc.returncode}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        best = min(best or 1e9, time.monotonic() - start)
+    return best
 
 
 def salt_call_floor(node):
     """Seconds of the cheapest salt-call on this node (``test.true``: start-up, grains, pillar),
     the best of three: no apply can be faster."""
-    command = SALT_CALL + ["--local", "-c", str(node.config_dir), "test.true"]
-    best = None
-    for _ in range(3):
-        start = time.monotonic()
-        subprocess.run(command, capture_output=True, check=True)
-        best = min(best or 1e9, time.monotonic() - start)
-    return best
+    return best_of_three(SALT_CALL + ["--local", "-c", str(node.config_dir), "test.true"])
+
+
+def state_floor(node, states, work):
+    """Seconds of ``state.apply`` of ``states`` states that do nothing (``test.succeed_without_changes``)
+    on this node, its pillar included, from a file root of their own: the best of three."""
+    root = pathlib.Path(work) / "state-floor"
+    root.mkdir(exist_ok=True)
+    (root / "ccc_state_floor.sls").write_text("".join(
+        f"ccc-state-floor-{index}:\n  test.succeed_without_changes: []\n" for index in range(states)))
+    return best_of_three(SALT_CALL + ["--local", "-c", str(node.config_dir), f"--file-root={root}",
+                                      "--retcode-passthrough", "state.apply", "ccc_state_floor"])
 
 
 def docker_floor(client, parallelism):
@@ -150,7 +170,7 @@ def main():
     for network in client.networks.list(filters=MANAGED):
         network.remove()  # made by an earlier run, maybe with other subnets: the apply makes them again
     print(f"{'N':>4} {'first deploy':>13} {'per container':>14} {'no-op wall':>11} {'no-op states':>13} "
-          f"{'per container':>14} {'salt-call floor':>13} {'docker floor':>13} {'ratio':>6}")
+          f"{'per container':>14} {'salt-call floor':>15} {'state floor':>11} {'docker floor':>13} {'ratio':>6}")
     try:
         for count in args.counts:
             remove_managed(client)
@@ -164,17 +184,19 @@ def main():
                     timed_apply(node)
                     wait_for_key_top_up(work)
                     node.write_pillar(pillar(count))
-                first, _, changed = timed_apply(node)
+                first, _, changed, _ = timed_apply(node)
                 assert changed >= count, f"first deploy changed only {changed} states"
                 wait_for_key_top_up(work)  # the next spares are made before the no-op runs
                 noop_runs = [timed_apply(node) for _ in range(3)]
-                wall, states, changed = min(noop_runs)
+                wall, states, changed, state_count = min(noop_runs)
                 assert changed == 0, "a no-op apply changed something"
                 call_floor = salt_call_floor(node)
+                states_floor = state_floor(node, state_count, work)
                 floor = float("nan") if args.no_docker_floor else \
                     docker_floor(client, args.parallelism or ccc_pillar.NODE_DEFAULTS["create_parallelism"])
                 print(f"{count:>4} {first:>12.2f}s {1000 * first / count:>11.1f} ms {wall:>10.2f}s {states:>12.2f}s "
-                      f"{1000 * states / count:>11.1f} ms {call_floor:>12.2f}s {floor:>12.2f}s {first / floor:>6.2f}",
+                      f"{1000 * states / count:>11.1f} ms {call_floor:>14.2f}s {states_floor:>10.2f}s {floor:>12.2f}s "
+                      f"{first / floor:>6.2f}",
                       flush=True)
     finally:
         remove_managed(client)

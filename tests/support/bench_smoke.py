@@ -64,7 +64,8 @@ SMOKES = (
     Smoke("netstats_sockets.py", ("--real", "20"), "docker", _lines(
         r"^real: 20 sockets, /proc/\d+/net/tcp has {n} lines: \{'wall_s': {n}, .*'ssh_peers': 3,")),
     Smoke("containers_apply.py", ("1",), "docker", _lines(
-        r"^ +1 +{n}s +{n} ms +{n}s +{n}s +{n} ms +{n}s"), timeout=600),  # N, first deploy, its per container, no-op
+        r"^ +1 +{n}s +{n} ms +{n}s +{n}s +{n} ms +{n}s +{n}s +{n}s +{n}$"), timeout=600),  # N, first deploy, its
+    # per container, no-op wall, states, per container, salt-call floor, state floor, Docker floor, ratio
     Smoke("docker_beacon_cost.py", ("--docker-url", "{node1_url}", "--polls", "100"), "cluster", _lines(
         r"^EngineWatcher\.poll +{n} µs CPU, +{n} µs wall per idle poll",
         r"^beacon\(\) from pillar +{n} µs CPU, +{n} µs wall per idle poll")),

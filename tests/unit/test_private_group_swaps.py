@@ -296,3 +296,68 @@ def test_the_private_pin_is_read_from_inspect_data_and_from_a_list_summary():
                           {"Type": "bind", "Source": pin, "Destination": "/storage/private"}]}
     assert ccc_private_groups.private_pin(inspect) == ccc_private_groups.private_pin(summary) == pin
     assert ccc_private_groups.private_pin({"HostConfig": {"NetworkMode": "x"}, "Mounts": []}) is None
+
+
+def test_a_bind_is_judged_by_its_own_line_of_the_mount_table(site):
+    """``bind`` checks the mount it made (its line of the table and its peers' lines, found
+    without parsing the whole table): where it landed, what it shows, and that it shares
+    propagation with nothing; a mount that joins its peer group afterwards is seen."""
+
+    def body():
+        source, target = site["groups"] / "lab", site["host"] / "decoy"
+        source_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY)
+        target_fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            parent = ccc_mountfd.mount_id(target_fd)
+            new = ccc_mountfd.bind(source_fd, target_fd, ccc_mountfd.MS_SHARED, parent=parent)
+            checked, shown = os.fstat(source_fd), os.stat(target)
+        finally:
+            os.close(source_fd)
+            os.close(target_fd)
+        judge = ccc_mountfd._bind_problem
+        assert judge(new, parent, checked, shown, ccc_mountfd.MS_SHARED) is None
+        assert judge(new, parent + 1, checked, shown, ccc_mountfd.MS_SHARED) == \
+            "the new mount is not where its mount point was opened"
+        assert judge(new, parent, os.stat(site["host"]), shown, ccc_mountfd.MS_SHARED) == \
+            "the new mount is not the folder that was checked"
+        (site["host"] / "peer").mkdir()
+        ccc_mountfd.mount(str(target), str(site["host"] / "peer"), flags=4096)  # MS_BIND: a peer of the shared mount
+        peer = next(r.id for r in ccc_mountfd.mountinfo() if r.point == str(site["host"] / "peer"))
+        assert judge(new, parent, checked, shown, ccc_mountfd.MS_SHARED) == \
+            f"the new mount's propagation is not its own (peers [{peer}], master None)"
+
+    in_private_namespace(body)
+
+
+def test_binds_made_together_are_checked_against_one_table_and_a_bad_one_alone_goes(site, monkeypatch):
+    """A container's pins are bound together (``bind_all``): one read of the mount table checks
+    them all, a mount that fails its check is detached and its problem raised, and the ones
+    that passed stay."""
+    reads, real_table, real_problem = [], ccc_mountfd._table, ccc_mountfd._bind_problem
+    monkeypatch.setattr(ccc_mountfd, "_table", lambda: reads.append(1) or real_table())
+    made = []
+
+    def judged(new, *args, **kwargs):
+        made.append(new)
+        return "the second one is judged wrong" if len(made) == 2 else real_problem(new, *args, **kwargs)
+
+    monkeypatch.setattr(ccc_mountfd, "_bind_problem", judged)
+
+    def body():
+        targets = [site["host"] / "one", site["host"] / "two"]
+        fds = [os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in (site["groups"] / "lab", site["groups"] / "other")]
+        for target in targets:
+            target.mkdir()
+        fds += [os.open(target, os.O_RDONLY | os.O_DIRECTORY) for target in targets]
+        try:
+            with pytest.raises(ccc_mountfd.ccc_safefs.UnsafePath, match="the second one is judged wrong"):
+                ccc_mountfd.bind_all([(fds[0], fds[2], ccc_mountfd.MS_PRIVATE, None),
+                                      (fds[1], fds[3], ccc_mountfd.MS_SHARED, None)])
+        finally:
+            for fd in fds:
+                os.close(fd)
+        assert len(reads) == 1 and len(made) == 2
+        assert os.listdir(targets[0]) == ["lab.txt"] and os.listdir(targets[1]) == []
+        assert [r.point for r in ccc_mountfd.mountinfo() if r.point.startswith(str(site["host"]))] == [str(targets[0])]
+
+    in_private_namespace(body)

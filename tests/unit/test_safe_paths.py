@@ -162,6 +162,29 @@ def test_pin_holds_the_checked_folder_whatever_the_user_swaps_later(roots):
 
 
 @NEEDS_ROOT
+def test_a_containers_pins_are_checked_against_one_read_of_the_mount_table(roots, monkeypatch):
+    """A node with 500 containers has thousands of mounts: a container's pin set reads the
+    table once, not once per pin, and a set already in place not at all."""
+    user = roots["user_data"] / "a@b.org"
+    for name in ("settings", "private"):
+        (user / name).mkdir()
+        (user / name / f"{name}.txt").write_text(name)
+    pins = pins_for(roots) + [{"name": name, "root": str(roots["user_data"]), "parts": ["a@b.org", name],
+                               "shared": name == "private"} for name in ("settings", "private")]
+    set_id, identity = ccc_pins.identify(pins)
+    ccc_pins.ensure_tree(str(roots["binds"]))  # a node in service has its pin tmpfs
+    reads, real = [], ccc_mountfd._table
+    monkeypatch.setattr(ccc_mountfd, "_table", lambda: reads.append(1) or real())
+    assert ccc_pins.ensure(str(roots["binds"]), "box", pins, set_id, identity) == ["home", "settings", "private"]
+    assert len(reads) == 1
+    base = pathlib.Path(ccc_pins.set_dir(str(roots["binds"]), "box", set_id))
+    assert [sorted(os.listdir(base / name)) for name in ("home", "settings", "private")] == [
+        ["mine.txt"], ["settings.txt"], ["private.txt"]]
+    assert ccc_pins.ensure(str(roots["binds"]), "box", pins, set_id, identity) == [] and len(reads) == 1
+    ccc_pins.release(str(roots["binds"]), "box")
+
+
+@NEEDS_ROOT
 def test_swap_between_check_and_mount_mounts_nothing(roots, monkeypatch):
     pins = pins_for(roots)
     set_id, identity = ccc_pins.identify(pins)
