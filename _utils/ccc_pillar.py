@@ -216,7 +216,7 @@ def container_record(ccc, stack, check=True, index=None):
     where the caller has it.
     """
     try:
-        entries = list((entries_by_stack(ccc) if index is None else index).get(stack) or [])
+        entries = (entries_by_stack(ccc) if index is None else index).get(stack) or []
     except TypeError:  # an unhashable name is no STACK_NAME
         entries = []
     if not entries:

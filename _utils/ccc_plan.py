@@ -37,7 +37,7 @@ class Inputs:
         # Looked up once per container: made once per run (a scan per container is N² at 500).
         self.index = ccc_pillar.entries_by_stack(ccc)  # STACK_NAME -> its pillar entries
         self.cluster_nodes = ccc_pillar.cluster_nodes(ccc)
-        self.claims = ccc_subdomains.subdomain_claims(ccc, stored)  # FRP subdomains -> their stacks
+        self.claims = ccc_subdomains.subdomain_claims(ccc, stored, self.cluster_nodes)  # FRP subdomains -> their stacks
         self.nfs_missing = nfs_missing or {}  # ``nfs_fact``: required NFS mount points not mounted, with why
         self.swarm = swarm  # the engine's swarm facts (``swarm_fact``), None where the role is off
         self.cluster = cluster

@@ -32,17 +32,17 @@ def private_pin(attrs):
     return None
 
 
-def reconcile_groups(private_dir, private_data, groups, owner, test=False, mounts=None, children=None):
+def reconcile_groups(private_dir, private_data, groups, owner, test=False, children=None):
     """
     Mount exactly ``groups`` (from ``<private_data>/<group>``) under one ``private`` pin.
 
     Returns ``{"mounted": [...], "unmounted": [...], "refused": [...]}`` (paths below the pin;
-    a refusal says why). ``mounts``: ``ccc_mountfd.mountinfo()`` when the caller has read it
-    (one read for all pins), ``children`` its ``ccc_mountfd.children_of`` (made once for all
-    pins). ``private_dir`` is the pin's root-only path on the pin tmpfs.
+    a refusal says why). ``children``: ``ccc_mountfd.children_of`` the mount table when the
+    caller has read it (one read and one index for all pins). ``private_dir`` is the pin's
+    root-only path on the pin tmpfs.
     """
     if children is None:
-        children = ccc_mountfd.children_of(ccc_mountfd.mountinfo() if mounts is None else mounts)
+        children = ccc_mountfd.children_of(ccc_mountfd.mountinfo())
     changes = {"mounted": [], "unmounted": [], "refused": []}
     private_fd = os.open(private_dir, ccc_safefs.DIR_FLAGS)
     try:

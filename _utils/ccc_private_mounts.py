@@ -41,7 +41,7 @@ def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
         if not private_dir or not private_dir.startswith(os.path.join(binds_dir, "")) or private_dir not in points:
             continue
         done = ccc_private_groups.reconcile_groups(private_dir, nfs["private_data"], wanted.get(stack, []), owner,
-                                                   test, mounts, children)
+                                                   test, children)
         for key, value in done.items():
             changes[key].extend(value)
     for stack in ccc_pins.pinned_stacks(binds_dir):

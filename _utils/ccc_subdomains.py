@@ -31,13 +31,14 @@ def taken_subdomains(ccc, stored_settings, except_stack=None):
     return taken_except(subdomain_claims(ccc, stored_settings), except_stack)
 
 
-def subdomain_claims(ccc, stored_settings):
+def subdomain_claims(ccc, stored_settings, nodes=None):
     """Every FRP HTTP subdomain in use (``taken_subdomains``) -> the STACK_NAMEs that claim it,
     in pillar order: read once per run, then ``taken_except`` per container (each container's
-    own walk over every other was the square of the containers)."""
+    own walk over every other was the square of the containers). ``nodes``:
+    ``ccc_pillar.cluster_nodes`` where the caller has it."""
     claims = {}
     users = (ccc or {}).get("users") or {}
-    nodes = ccc_pillar.cluster_nodes(ccc)
+    nodes = ccc_pillar.cluster_nodes(ccc) if nodes is None else nodes
     for entry in (ccc or {}).get("containers") or []:
         stack = entry.get("STACK_NAME") if isinstance(entry, dict) else None
         if stack is None:

@@ -222,9 +222,10 @@ def test_swap_between_reading_the_mounts_and_the_check_is_refused(site):
     def body():
         pin = pin_private(site)
         reconcile(site, pin, ["lab", "other"])
-        mounts = ccc_mountfd.mountinfo()
+        children = ccc_mountfd.children_of(ccc_mountfd.mountinfo())
         as_user(str(site["binds"]), lambda: exchange(site["private"], "lab", "other"))
-        result = ccc_private_groups.reconcile_groups(str(pin), str(site["groups"]), ["other"], OWNER, mounts=mounts)
+        result = ccc_private_groups.reconcile_groups(str(pin), str(site["groups"]), ["other"], OWNER,
+                                                     children=children)
         assert result["unmounted"] == [] and result["mounted"] == []
         assert sorted(line.split(": ")[1].split(" (")[0] for line in result["refused"]) == [
             "a different mount is there now", "a different mount is there now",
@@ -345,7 +346,8 @@ def test_binds_made_together_are_checked_against_one_table_and_a_bad_one_alone_g
 
     def body():
         targets = [site["host"] / "one", site["host"] / "two"]
-        fds = [os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in (site["groups"] / "lab", site["groups"] / "other")]
+        sources = (site["groups"] / "lab", site["groups"] / "other")
+        fds = [os.open(path, os.O_RDONLY | os.O_DIRECTORY) for path in sources]
         for target in targets:
             target.mkdir()
         fds += [os.open(target, os.O_RDONLY | os.O_DIRECTORY) for target in targets]
