@@ -42,6 +42,16 @@ fi
 
 if ! docker info >/dev/null 2>&1; then
     echo "== starting dockerd (log: /var/log/ccc-dockerd.log)"
+    # /run is not always a tmpfs: a pidfile left by an engine killed before a reboot may name a
+    # pid the kernel has since given to another process, and the engine (or its containerd) then
+    # refuses to start. Such a file goes; one naming a live engine stays, and the start reports it.
+    for stale in /run/docker.pid:dockerd /run/docker/containerd/containerd.pid:containerd; do
+        file=${stale%%:*} prog=${stale##*:}
+        [[ -f $file ]] || continue
+        pid=$(<"$file")
+        argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1) || argv0=
+        [[ ${argv0##*/} == "$prog" ]] || rm -f "$file"
+    done
     # its own session: a caller that cleans up its process group (a CI step, a job runner) must
     # not take the engine down with it
     setsid nohup dockerd >/var/log/ccc-dockerd.log 2>&1 </dev/null &

@@ -41,3 +41,28 @@ def test_an_old_handle_stops_the_running_daemon_and_the_next_one_has_its_bridges
     assert third.client().ping()
     for bridge in [third.bridge] + bridges:
         assert f" {bridge}:" in links(), bridge
+
+
+def test_a_stale_pidfile_naming_another_process_is_neither_adopted_nor_killed(node1_dockerd):
+    """A daemon killed without cleanup leaves its pidfile, and the kernel hands its pid to some
+    other process (in CI: a container shim of the host's dockerd). The harness then refused to
+    start the node ("already running ... but does not answer"), and stop() would have killed
+    that stranger."""
+    node1_dockerd.stop()
+    stranger = subprocess.Popen(["sleep", "300"])
+    try:
+        node1_dockerd.pidfile.write_text("%d\n" % stranger.pid)
+        assert node1_dockerd.pid() is None  # the file names a process that is not the daemon
+
+        daemon = node_dockerd("node1")  # starts, where it raised before
+        assert not daemon.reused and daemon.client().ping()
+        assert stranger.poll() is None
+
+        daemon.stop()
+        node1_dockerd.pidfile.write_text("%d\n" % stranger.pid)
+        node1_dockerd.stop()
+        assert stranger.poll() is None  # stop() left the stranger alone
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert node_dockerd("node1").client().ping()

@@ -126,8 +126,7 @@ class Dockerd:
         bridges, leaving a daemon whose containers cannot start."""
         if self._proc is not None and self._proc.poll() is None:
             return self._proc.pid
-        pid = _read_pid(self.pidfile)
-        return pid if pid is not None and _alive(pid) else None
+        return _owner_of(self.pidfile, str(self.pidfile))
 
     def allow_forwarding(self, iface: str) -> None:
         """Let the host forward traffic from and to ``iface``.
@@ -185,8 +184,9 @@ class Dockerd:
         _kill(pid)
         if self._proc is not None:
             self._proc.wait()
-        containerd = _read_pid(self.exec_root / "containerd" / "containerd.pid")
-        if containerd is not None and _alive(containerd):
+        containerd = _owner_of(self.exec_root / "containerd" / "containerd.pid",
+                               str(self.exec_root / "containerd" / "containerd.toml"))
+        if containerd is not None:
             _kill(containerd)
         address = str(self.exec_root / "containerd" / "containerd.sock")
         for shim in _pids_with_arg(address):
@@ -242,17 +242,18 @@ def _start_or_adopt(name: str, node_dir: pathlib.Path, bridge_cidr: str, fake_nv
         _allow_forwarding(name, handle.bridge)
         return handle
 
-    running = _read_pid(handle.pidfile)
-    if running is not None and _alive(running):
+    running = _owner_of(handle.pidfile, str(handle.pidfile))
+    if running is not None:
         raise RuntimeError(
             "a dockerd for node %r is already running (pid %d: %s) but does "
             "not answer at %s" % (name, running, _cmdline(running), handle.url))
     # dockerd and its containerd supervisor take any existing pid (zombies
-    # included, e.g. under a PID 1 that does not reap) for a live daemon.
-    for stale in (handle.pidfile,
-                  handle.exec_root / "containerd" / "containerd.pid"):
-        pid = _read_pid(stale)
-        if pid is not None and not _alive(pid):
+    # included, e.g. under a PID 1 that does not reap, or a pid the kernel has
+    # since given to another process) for a live daemon.
+    for stale, own_arg in ((handle.pidfile, str(handle.pidfile)),
+                           (handle.exec_root / "containerd" / "containerd.pid",
+                            str(handle.exec_root / "containerd" / "containerd.toml"))):
+        if _read_pid(stale) is not None and _owner_of(stale, own_arg) is None:
             stale.unlink()
 
     _setup_bridge(handle.bridge, bridge_cidr)
@@ -423,6 +424,27 @@ def _read_pid(path: pathlib.Path) -> Optional[int]:
         return None
 
 
+def _owner_of(pidfile: pathlib.Path, own_arg: str) -> Optional[int]:
+    """The live process ``pidfile`` names, if it is still the daemon that wrote it.
+
+    A daemon killed without cleanup leaves its pidfile, and the kernel reuses
+    pids: a stale file may name a shim of another daemon. Only a process whose
+    command line holds ``own_arg`` (the node's own pidfile or containerd config
+    path) counts, so nothing else is adopted, reported or killed."""
+    pid = _read_pid(pidfile)
+    if pid is None or not _alive(pid) or own_arg not in _argv(pid):
+        return None
+    return pid
+
+
+def _argv(pid: int) -> List[str]:
+    try:
+        raw = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
 def _alive(pid: int) -> bool:
     """True if ``pid`` exists and is not a zombie."""
     try:
@@ -440,11 +462,7 @@ def _kill(pid: int) -> None:
 
 
 def _cmdline(pid: int) -> str:
-    try:
-        raw = pathlib.Path("/proc/%d/cmdline" % pid).read_bytes()
-    except OSError:
-        return "?"
-    return shlex.join(a.decode(errors="replace") for a in raw.split(b"\0") if a)
+    return shlex.join(_argv(pid)) or "?"
 
 
 def _environ(pid: int) -> dict:
