@@ -8,9 +8,11 @@ every later test of the node1 group in CI (containers could not start: "could no
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
+from support import dockerd
 from support.dockerd import _network_bridges, _read_pid
 from support.nodes import node_dockerd
 
@@ -66,3 +68,24 @@ def test_a_stale_pidfile_naming_another_process_is_neither_adopted_nor_killed(no
         stranger.kill()
         stranger.wait()
     assert node_dockerd("node1").client().ping()
+
+
+def test_a_dead_daemons_containerd_still_alive_is_awaited_then_killed(node1_dockerd, monkeypatch):
+    """A SIGKILLed dockerd's containerd dies with it, but not at once: in CI the next dockerd
+    found it alive, adopted it, could not connect and exited ("timeout waiting for containerd to
+    start"). Here a process that keeps living stands in for that containerd (its command line
+    names the node's containerd config, as the real one's does)."""
+    node1_dockerd.stop()
+    toml = node1_dockerd.exec_root / "containerd" / "containerd.toml"
+    lingering = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "--config", str(toml)])
+    try:
+        (node1_dockerd.exec_root / "containerd").mkdir(parents=True, exist_ok=True)
+        (node1_dockerd.exec_root / "containerd" / "containerd.pid").write_text("%d" % lingering.pid)
+        monkeypatch.setattr(dockerd, "ORPHAN_WAIT", 0.5)
+        daemon = node_dockerd("node1")
+        assert lingering.wait(timeout=5) == -signal.SIGKILL  # waited for, then killed
+        assert not daemon.reused and daemon.client().ping()
+    finally:
+        if lingering.poll() is None:
+            lingering.kill()
+            lingering.wait()

@@ -247,6 +247,7 @@ def _start_or_adopt(name: str, node_dir: pathlib.Path, bridge_cidr: str, fake_nv
         raise RuntimeError(
             "a dockerd for node %r is already running (pid %d: %s) but does "
             "not answer at %s" % (name, running, _cmdline(running), handle.url))
+    _await_orphan_containerd(handle)
     # dockerd and its containerd supervisor take any existing pid (zombies
     # included, e.g. under a PID 1 that does not reap, or a pid the kernel has
     # since given to another process) for a live daemon.
@@ -295,6 +296,36 @@ def _start_or_adopt(name: str, node_dir: pathlib.Path, bridge_cidr: str, fake_nv
                 name, reason, handle.log_path, _tail(handle.log_path)))
         time.sleep(0.2)
     return handle
+
+
+# Seconds a dead dockerd's containerd gets to finish dying before it is killed.
+ORPHAN_WAIT = 10.0
+
+
+def _await_orphan_containerd(handle: Dockerd) -> None:
+    """Until the containerd of the node's dead dockerd is gone.
+
+    dockerd starts its containerd with a parent-death signal, so a SIGKILLed
+    dockerd takes it along, but not at once: under load it was still alive
+    when the next dockerd started, which adopted it, could not connect and
+    exited ("timeout waiting for containerd to start"; a CI failure of
+    tests/integration/test_node_dockerd_handles.py). One still alive after
+    ``ORPHAN_WAIT`` seconds is killed: the containers keep running in their
+    shims, and the new daemon's containerd takes them over."""
+    pid = _owner_of(handle.exec_root / "containerd" / "containerd.pid",
+                    str(handle.exec_root / "containerd" / "containerd.toml"))
+    if pid is None:
+        return
+    for wait, then_kill in ((ORPHAN_WAIT, True), (ORPHAN_WAIT, False)):
+        deadline = time.monotonic() + wait
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if not _alive(pid):
+            return
+        if then_kill:
+            _kill(pid)
+    raise RuntimeError("the containerd (pid %d) of node %r's dead dockerd did "
+                       "not exit" % (pid, handle.name))
 
 
 def _write_fake_hook(fake_dir: pathlib.Path) -> None:
