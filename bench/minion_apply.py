@@ -25,7 +25,6 @@ Smallest (the suite's smoke test): ``--containers 1``, about a minute with the c
 start-up.
 """
 
-import datetime
 import pathlib
 import sys
 import time
@@ -59,10 +58,6 @@ def extra_site():
         containers.append({"STACK_NAME": stack, "USER_EMAIL": email, "CONTAINER_IMAGE": IMAGE,
                            "DEPLOYMENT_NODES": [NODE]})
     return {"users": users, "containers": containers}
-
-
-def _epoch(stamp):
-    return stamp.timestamp() if isinstance(stamp, datetime.datetime) else float("nan")
 
 
 def _wait(predicate, timeout):
@@ -113,7 +108,7 @@ def _job(master, event_listener, fun, *args):
 
     _wait(returned, timeout=30)
     back = min(returned(), key=lambda event: event.stamp)
-    return _epoch(back.stamp) - _epoch(published.stamp), back.data.get("return")
+    return (back.stamp - published.stamp).total_seconds(), back.data.get("return")
 
 
 def _states(returned):

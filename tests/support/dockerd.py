@@ -128,6 +128,11 @@ class Dockerd:
             return self._proc.pid
         return _owner_of(self.pidfile, str(self.pidfile))
 
+    def containerd_pid(self) -> Optional[int]:
+        """PID of the containerd the node's dockerd started, or None if none lives."""
+        return _owner_of(self.exec_root / "containerd" / "containerd.pid",
+                         str(self.exec_root / "containerd" / "containerd.toml"))
+
     def allow_forwarding(self, iface: str) -> None:
         """Let the host forward traffic from and to ``iface``.
 
@@ -172,20 +177,14 @@ class Dockerd:
                 return True
             except subprocess.TimeoutExpired:
                 return False
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not _alive(pid):
-                return True
-            time.sleep(0.2)
-        return False
+        return _gone(pid, timeout)
 
     def _kill_leftovers(self, pid: int) -> None:
         """SIGKILL dockerd, its containerd, its shims and their children."""
         _kill(pid)
         if self._proc is not None:
             self._proc.wait()
-        containerd = _owner_of(self.exec_root / "containerd" / "containerd.pid",
-                               str(self.exec_root / "containerd" / "containerd.toml"))
+        containerd = self.containerd_pid()
         if containerd is not None:
             _kill(containerd)
         address = str(self.exec_root / "containerd" / "containerd.sock")
@@ -242,20 +241,18 @@ def _start_or_adopt(name: str, node_dir: pathlib.Path, bridge_cidr: str, fake_nv
         _allow_forwarding(name, handle.bridge)
         return handle
 
-    running = _owner_of(handle.pidfile, str(handle.pidfile))
+    running = handle.pid()
     if running is not None:
         raise RuntimeError(
             "a dockerd for node %r is already running (pid %d: %s) but does "
             "not answer at %s" % (name, running, _cmdline(running), handle.url))
     _await_orphan_containerd(handle)
-    # dockerd and its containerd supervisor take any existing pid (zombies
-    # included, e.g. under a PID 1 that does not reap, or a pid the kernel has
-    # since given to another process) for a live daemon.
-    for stale, own_arg in ((handle.pidfile, str(handle.pidfile)),
-                           (handle.exec_root / "containerd" / "containerd.pid",
-                            str(handle.exec_root / "containerd" / "containerd.toml"))):
-        if _read_pid(stale) is not None and _owner_of(stale, own_arg) is None:
-            stale.unlink()
+    # Neither pidfile names a live daemon now, but dockerd and its containerd
+    # supervisor take any existing pid (zombies included, e.g. under a PID 1
+    # that does not reap, or a pid the kernel has since given to another
+    # process) for a live daemon.
+    for stale in (handle.pidfile, handle.exec_root / "containerd" / "containerd.pid"):
+        stale.unlink(missing_ok=True)
 
     _setup_bridge(handle.bridge, bridge_cidr)
     _allow_forwarding(name, handle.bridge)
@@ -312,18 +309,12 @@ def _await_orphan_containerd(handle: Dockerd) -> None:
     tests/integration/test_node_dockerd_handles.py). One still alive after
     ``ORPHAN_WAIT`` seconds is killed: the containers keep running in their
     shims, and the new daemon's containerd takes them over."""
-    pid = _owner_of(handle.exec_root / "containerd" / "containerd.pid",
-                    str(handle.exec_root / "containerd" / "containerd.toml"))
-    if pid is None:
+    pid = handle.containerd_pid()
+    if pid is None or _gone(pid, ORPHAN_WAIT):
         return
-    for wait, then_kill in ((ORPHAN_WAIT, True), (ORPHAN_WAIT, False)):
-        deadline = time.monotonic() + wait
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not _alive(pid):
-            return
-        if then_kill:
-            _kill(pid)
+    _kill(pid)
+    if _gone(pid, ORPHAN_WAIT):
+        return
     raise RuntimeError("the containerd (pid %d) of node %r's dead dockerd did "
                        "not exit" % (pid, handle.name))
 
@@ -474,6 +465,16 @@ def _argv(pid: int) -> List[str]:
     except OSError:
         return []
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+
+
+def _gone(pid: int, timeout: float) -> bool:
+    """Whether ``pid`` exits (or is a zombie) within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _alive(pid: int) -> bool:
