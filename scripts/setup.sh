@@ -49,7 +49,7 @@ if ! docker info >/dev/null 2>&1; then
         file=${stale%%:*} prog=${stale##*:}
         [[ -f $file ]] || continue
         pid=$(<"$file")
-        argv0=$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1) || argv0=
+        argv0=$(tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" | head -1) || argv0=
         [[ ${argv0##*/} == "$prog" ]] || rm -f "$file"
     done
     # its own session: a caller that cleans up its process group (a CI step, a job runner) must
