@@ -71,7 +71,7 @@ def apply(client, cluster, node, resolution, test=False, existing=None, make_key
     """
     Make Docker match one resolution; ``node``: the node settings (``binds_dir``, where the pin
     sets live). An interrupted recreate of the stack is settled first (``ccc_swap.settle``;
-    ``existing``: the engine's container names when the run began, ``ccc_engine.names``).
+    ``existing``: the engine's containers by name when the run began, ``ccc_engine.listed``).
     ``make_keys``: where a missing SSH host key set is generated (``ccc_hostkey_maker``).
     """
     try:
@@ -134,6 +134,22 @@ def pin_spec(binds_dir, spec, create):
     pinned = dict(spec, mounts=mounts, labels=dict(spec["labels"]))
     pinned["labels"][ccc_rules.SPEC_HASH_LABEL] = ccc_resolver.spec_hash(pinned)
     return pinned, set_id
+
+
+def looks_settled(node, resolution, summary):
+    """
+    A hint for the run's scheduling (``ccc_deploy``): by the run's container list (``summary``,
+    ``ccc_engine.listed``) the container already runs what ``resolution`` wants, with its pins as
+    they are now, so its apply will only check (CPU-bound work that threads slow down). Decides
+    nothing: ``apply`` finds out for itself, and a wrong hint only costs time.
+    """
+    if resolution.get("action") != "run" or summary is None or resolution.get("storage_missing"):
+        return False
+    try:
+        pinned, _ = pin_spec(node["binds_dir"], resolution["spec"], create=False)
+    except Exception:  # noqa: BLE001 - a replaced or missing source: the apply finds and reports it
+        return False
+    return ccc_swap.looks_unchanged(summary, pinned, resolution.get("image_id"))
 
 
 def _prepare(cluster, node, resolution, test, make_keys=None):

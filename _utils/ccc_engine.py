@@ -98,10 +98,12 @@ def inspect(client, name):
         return None
 
 
-def names(client):
-    """The names of every container of the engine now, one list call: a run over many
-    containers asks for a leftover of an interrupted recreate only when it is there."""
-    return {name.lstrip("/") for summary in client.api.containers(all=True) for name in summary.get("Names") or []}
+def listed(client):
+    """Every container of the engine now, ``{name: list summary}``, in one list call: a run over
+    many containers asks for a leftover of an interrupted recreate only when it is there, and
+    schedules the containers that already run as wanted apart (``ccc_deploy``)."""
+    return {name.lstrip("/"): summary for summary in client.api.containers(all=True)
+            for name in summary.get("Names") or []}
 
 
 def labels(attrs):

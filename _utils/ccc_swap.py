@@ -46,8 +46,8 @@ def settle(client, stack, start, test, existing=None):
     """
     Finish or undo a swap of ``stack`` that a killed run left half done (``plan``), first in
     every apply. ``start``: start a container renamed back (the swap had stopped it; not when
-    removing); ``existing``: the names of the engine's containers when the run began
-    (``ccc_engine.names``), so a leftover that was not there is not asked for (None: ask).
+    removing); ``existing``: the engine's containers by name when the run began
+    (``ccc_engine.listed``), so a leftover that was not there is not asked for (None: ask).
     Returns ``(attrs of <stack> once settled, what was done)``; a test run only says what it
     would do, with the container that would then be ``<stack>``.
     """
@@ -104,8 +104,7 @@ def run(client, spec, attrs, changes, retry_since=0, image_id=None):
     that runs another id is recreated too, and the sentence says which ids.
     """
     updated = image_update(attrs, image_id)
-    same = attrs is not None and \
-        ccc_engine.labels(attrs).get(ccc_rules.SPEC_HASH_LABEL) == spec["labels"][ccc_rules.SPEC_HASH_LABEL]
+    same = attrs is not None and _same_spec(ccc_engine.labels(attrs), spec)
     if same and not updated:
         return _refresh(client, spec, attrs, changes, retry_since)
     if attrs is None:
@@ -142,6 +141,21 @@ def _create_connected(client, name, spec):
         ccc_engine.remove_recorded(client, created["Id"])
         raise
     return created
+
+
+def _same_spec(labels, spec):
+    """A container with these labels was made from ``spec`` (pinned): the spec hashes match."""
+    return labels.get(ccc_rules.SPEC_HASH_LABEL) == spec["labels"][ccc_rules.SPEC_HASH_LABEL]
+
+
+def looks_unchanged(summary, spec, image_id=None):
+    """
+    Whether the run's container list (``ccc_engine.listed``: ``summary``, or None) shows the
+    container already running ``spec`` (pinned) and the image id wanted (``image_id``, as ``run``).
+    A hint for scheduling alone (``ccc_deploy``): ``run`` decides on the container's own data.
+    """
+    return (summary is not None and summary.get("State") == "running" and _same_spec(summary.get("Labels") or {}, spec)
+            and (not image_id or summary.get("ImageID") == image_id))
 
 
 def image_update(attrs, image_id):

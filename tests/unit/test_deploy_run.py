@@ -162,6 +162,92 @@ def test_a_run_applies_at_most_workers_at_once_and_one_failure_stays_that_contai
     assert "applying s3 failed" in caplog.text and "No space left on device" in caplog.text  # the traceback, for admins
 
 
+def test_containers_already_running_as_wanted_are_checked_here_while_the_pool_applies_the_rest(monkeypatch, caplog):
+    """A no-op check is CPU-bound: threads only slowed it (ccc_deploy). The list of the run says
+    which containers run their wanted spec; those are applied in the calling thread, the others
+    in the pool, and a failure in either lane, or in a plan, stays that container's."""
+    listed = {f"s{index}": {"State": "running"} for index in range(6)}
+
+    def plan(inputs, stack):
+        if stack == "s7":
+            raise ValueError("a plan that fails")
+        return {"stack": stack, "action": "run"}
+
+    def looks_settled(node, resolution, summary):
+        return summary is not None and resolution["stack"] not in ("s1", "s2")  # s1, s2: new settings
+
+    def apply(client, cluster, node, resolution, test=False, existing=None, **kwargs):
+        assert existing is listed  # settle asks only for the leftovers the list shows
+        if resolution["stack"] in ("s4", "s8"):
+            raise OSError(28, "No space left on device")
+        return ccc_apply.Applied(resolution["stack"], "run", done=threading.current_thread().name)
+
+    monkeypatch.setattr(ccc_plan, "plan", plan)
+    monkeypatch.setattr(ccc_apply, "looks_settled", looks_settled)
+    monkeypatch.setattr(ccc_apply, "apply", apply)
+    monkeypatch.setattr(ccc_deploy, "_existing", lambda clients: listed)
+    monkeypatch.setattr(ccc_hostkey_maker, "for_run", lambda cluster, stacks, test: ccc_hostkey_maker.Maker(0))
+    monkeypatch.setattr(ccc_hostkey_spares, "top_up_later", lambda cluster, stacks: False)
+    inputs = ccc_plan.Inputs(ccc={}, cluster={}, node={}, facts=None, stored={}, notices={})
+    stacks = [f"s{index}" for index in range(10)]
+    outcomes = ccc_deploy.deploy(inputs, stacks, lambda: None, workers=4)
+    assert list(outcomes) == stacks
+    here = {stack for stack, facts in outcomes.items() if facts.done == threading.current_thread().name}
+    pooled = {stack for stack, facts in outcomes.items() if facts.done.startswith("ccc-deploy")}
+    assert here == {"s0", "s3", "s5"} and pooled == {"s1", "s2", "s6", "s9"}
+    assert outcomes["s4"].problem == "s4: OSError: [Errno 28] No space left on device"  # here
+    assert outcomes["s8"].problem == "s8: OSError: [Errno 28] No space left on device"  # pooled
+    assert outcomes["s7"].problem == "s7: ValueError: a plan that fails"
+    assert "applying s7 failed" in caplog.text
+
+
+def test_without_a_list_of_the_engine_every_container_goes_to_the_pool(monkeypatch):
+    """The engine did not answer the list: no hint, every container applied (and failing) as before."""
+    monkeypatch.setattr(ccc_plan, "plan", lambda inputs, stack: {"stack": stack, "action": "run"})
+    monkeypatch.setattr(ccc_apply, "apply", lambda client, cluster, node, resolution, **kwargs: ccc_apply.Applied(
+        resolution["stack"], "run", done=threading.current_thread().name))
+    monkeypatch.setattr(ccc_deploy, "_existing", lambda clients: None)
+    monkeypatch.setattr(ccc_hostkey_maker, "for_run", lambda cluster, stacks, test: ccc_hostkey_maker.Maker(0))
+    monkeypatch.setattr(ccc_hostkey_spares, "top_up_later", lambda cluster, stacks: False)
+    inputs = ccc_plan.Inputs(ccc={}, cluster={}, node={}, facts=None, stored={}, notices={})
+    outcomes = ccc_deploy.deploy(inputs, ["a", "b"], lambda: None, workers=4)
+    assert all(facts.done.startswith("ccc-deploy") for facts in outcomes.values())
+
+
+@pytest.mark.parametrize("resolution, summary", [
+    pytest.param({"action": "remove", "spec": {}}, {"State": "running"}, id="remove"),
+    pytest.param({"action": "hold", "spec": {}}, {"State": "running"}, id="hold"),
+    pytest.param({"action": "run", "spec": {}}, None, id="not-listed"),
+    pytest.param({"action": "run", "spec": {}, "storage_missing": True}, {"State": "running"}, id="storage-missing"),
+    pytest.param({"action": "run", "spec": {"name": "s1", "mounts": [{"pin": {"name": "home", "root": "/nonexistent",
+                                                                           "parts": ["x"]}}], "labels": {}}},
+                 {"State": "running"}, id="source-unreadable"),
+])
+def test_only_a_run_whose_pins_can_be_read_and_that_the_list_shows_is_a_quick_check(resolution, summary):
+    """``looks_settled`` never raises: a source it cannot read makes it say no, and the apply reports it."""
+    assert ccc_apply.looks_settled({"binds_dir": "/nonexistent-binds"}, resolution, summary) is False
+
+
+def test_a_container_running_its_spec_is_a_quick_check_until_the_user_replaces_a_pinned_folder(tmp_path):
+    """The hint reads the pins as the apply does: a folder the user swapped for a new one (another
+    inode, so another pin set and spec hash) makes the container one to recreate, in the pool."""
+    (tmp_path / "users" / "ana" / "home").mkdir(parents=True)
+    pin = {"name": "home", "root": str(tmp_path / "users"), "parts": ["ana", "home"]}
+    spec = {"name": "s1", "image": "ccc:1", "mounts": [{"pin": pin, "target": "/home/ana"}], "labels": {}}
+    node = {"binds_dir": str(tmp_path / "binds")}
+    running = ccc_apply.pin_spec(node["binds_dir"], spec, create=False)[0]["labels"]  # what its create stored
+    summary = {"State": "running", "Labels": running}
+    resolution = {"action": "run", "spec": spec}
+    assert ccc_apply.looks_settled(node, resolution, summary) is True
+    assert ccc_apply.looks_settled(node, dict(resolution, image_id="sha256:new"), summary) is False
+    (tmp_path / "users" / "ana" / "home").rename(tmp_path / "users" / "ana" / "old-home")
+    (tmp_path / "users" / "ana" / "home").mkdir()
+    assert ccc_apply.looks_settled(node, resolution, summary) is False
+    (tmp_path / "users" / "ana" / "home").rmdir()
+    (tmp_path / "users" / "ana" / "home").symlink_to(tmp_path / "users" / "ana" / "old-home")
+    assert ccc_apply.looks_settled(node, resolution, summary) is False  # no link followed, no error raised
+
+
 # ---------------------------------------------------------------------------------------------
 # ccc_keys: GitHub, or the node's copy
 

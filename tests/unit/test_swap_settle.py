@@ -10,6 +10,7 @@ import pytest
 
 import ccc_node_record
 import ccc_orphans
+import ccc_rules
 import ccc_swap
 
 MANAGED = {"ccc.managed-by": "ccc-salt"}
@@ -139,3 +140,22 @@ def test_the_swap_is_finished_once_the_new_container_started_and_undone_before(r
     remove, restore = ccc_swap.plan(real, new, old)
     assert [c["Id"] for c in remove] == removed
     assert (restore or {}).get("Id") == restored
+
+
+HASH = ccc_rules.SPEC_HASH_LABEL
+
+
+@pytest.mark.parametrize("summary, image_id, expected", [
+    pytest.param({"State": "running", "Labels": {HASH: "h1"}, "ImageID": "sha256:a"}, None, True, id="running-same"),
+    pytest.param({"State": "running", "Labels": {HASH: "h1"}, "ImageID": "sha256:a"}, "sha256:a", True, id="same-image"),
+    pytest.param({"State": "running", "Labels": {HASH: "h1"}, "ImageID": "sha256:a"}, "sha256:b", False, id="new-image"),
+    pytest.param({"State": "running", "Labels": {HASH: "h0"}}, None, False, id="other-spec"),
+    pytest.param({"State": "exited", "Labels": {HASH: "h1"}}, None, False, id="stopped"),
+    pytest.param({"State": "restarting", "Labels": {HASH: "h1"}}, None, False, id="restarting"),
+    pytest.param({"State": "running", "Labels": None}, None, False, id="no-labels"),
+    pytest.param(None, None, False, id="not-listed"),
+])
+def test_the_run_list_shows_a_container_running_its_spec_only_with_the_same_hash_image_and_running(
+        summary, image_id, expected):
+    """The scheduling hint (``ccc_deploy``): only a container that needs nothing but a check."""
+    assert ccc_swap.looks_unchanged(summary, {"labels": {HASH: "h1"}}, image_id) is expected
