@@ -93,9 +93,9 @@ def plan(name, pull=False):
 def deploy_many(names=None, test=False):
     """
     Deploy (or remove, where they do not belong) several containers on this node, planned once
-    and applied ``ccc:node:create_parallelism`` at a time; ``names``: STACK_NAMEs (a list or
-    comma-separated), default every container of the pillar selection (``containers``/``users``
-    filters). Returns ``{STACK_NAME: facts}`` (``ccc_apply.Applied`` as a dict). Asks the
+    and applied ``ccc:node:create_parallelism`` at a time where Docker has work (``ccc_deploy``);
+    ``names``: STACK_NAMEs (a list or comma-separated), default every container of the pillar
+    selection (``containers``/``users`` filters). Returns ``{STACK_NAME: facts}`` (``ccc_apply.Applied`` as a dict). Asks the
     master for what the facts request: a redeploy where another node keeps an old copy
     (``announce``), the stack's overlay (``overlay_needed``), a recheck at the end of a move
     window (``recheck_move``, dropped on ``move_done``).

@@ -89,7 +89,7 @@ def _reported(name, facts, test):
 def deployed(name, stacks=()):
     """
     Plan and apply every container of ``stacks`` on this node, ``ccc:node:create_parallelism``
-    at a time. Reports nothing of its own: the ``running`` state of each container reports its
+    at a time where Docker has work (``ccc_deploy``). Reports nothing of its own: the ``running`` state of each container reports its
     outcome. Fails only when the containers could not be applied at all.
     """
     try:

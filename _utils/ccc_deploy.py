@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 
 def parallelism(node):
-    """``ccc:node:create_parallelism`` (``ccc_pillar.node_settings``): how many containers a run
-    applies at once; a whole number of at least 1."""
+    """``ccc:node:create_parallelism`` (``ccc_pillar.node_settings``): how many containers that
+    Docker must create, start or stop a run applies at once; a whole number of at least 1."""
     value = node["create_parallelism"]
     if not ccc_rules.is_whole(value, 1):
         raise ValueError(f"ccc:node:create_parallelism must be a whole number of at least 1, got {value!r}")
@@ -52,8 +52,10 @@ def failed(stack, exc):
 
 def deploy(inputs, stacks, clients, test=False, workers=1):
     """
-    Plan and apply ``stacks`` (in any order, at most ``workers`` at a time) with the inputs read
-    once (``ccc_plan.read_inputs``); ``clients()`` gives each thread its Docker client.
+    Plan and apply ``stacks`` with the inputs read once (``ccc_plan.read_inputs``): those that
+    need Docker's work in a pool, at most ``workers`` at a time, in any order; meanwhile those the
+    engine's list shows running their wanted spec in the calling thread, one at a time (a check).
+    ``clients()`` gives each thread its Docker client.
     Returns ``{STACK_NAME: ccc_apply.Applied}`` in the order of ``stacks``; one container's
     failure, whatever it is, never stops the others.
     """
