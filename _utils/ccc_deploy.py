@@ -14,9 +14,10 @@ Docker works: a container the list shows already running its wanted spec
 others, because checking one is CPU-bound work (2.6 ms of CPU in 2.9 ms) that four threads made
 slower, not faster (a no-op of 50: 147 ms in one thread, 207-267 ms in four).
 Planning stays one-way: ``ccc_plan.read_inputs`` once for the run, ``ccc_plan.plan`` once per
-container (in the calling thread, before any apply: pure CPU), ``ccc_apply.apply`` once per container; images are pulled once per run however many
-containers use them (``ccc_images``). The state ``ccc_container.deployed`` runs this before the
-per-container ``ccc_container.running`` states, which only report each container's facts
+container (in the calling thread, before any apply: pure CPU), ``ccc_apply.apply`` once per
+container; images are pulled once per run however many containers use them (``ccc_images``).
+The state ``ccc_container.deployed`` runs this before the per-container
+``ccc_container.running`` states, which only report each container's facts
 (``ccc_apply.Applied``) from the state run's ``__context__`` (same state IDs, results, comments
 and changes as when each container was applied by its own state). The node record is updated under its lock
 (``ccc_node_record``), pin mounts are made one at a time (``ccc_apply``), and every stack's
@@ -64,9 +65,10 @@ def deploy(inputs, stacks, clients, test=False, workers=1):
     planned = {stack: _attempt(stack, ccc_plan.plan, inputs, stack) for stack in stacks}
     outcomes = {stack: plan for stack, plan in planned.items() if isinstance(plan, ccc_apply.Applied)}  # failed
     todo = [stack for stack in stacks if stack not in outcomes]
-    settled = [stack for stack in todo if existing is not None
-               and ccc_apply.looks_settled(inputs.node, planned[stack], existing.get(stack))]
-    busy = [stack for stack in todo if stack not in settled]
+    settled, busy = [], []  # a check here, or Docker's work in the pool
+    for stack in todo:
+        quick = existing is not None and ccc_apply.looks_settled(inputs.node, planned[stack], existing.get(stack))
+        (settled if quick else busy).append(stack)
     with ccc_hostkey_maker.for_run(inputs.cluster, stacks, test) as make_keys:
 
         def one(stack):

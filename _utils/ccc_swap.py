@@ -155,13 +155,18 @@ def looks_unchanged(summary, spec, image_id=None):
     A hint for scheduling alone (``ccc_deploy``): ``run`` decides on the container's own data.
     """
     return (summary is not None and summary.get("State") == "running" and _same_spec(summary.get("Labels") or {}, spec)
-            and (not image_id or summary.get("ImageID") == image_id))
+            and _runs_image(summary.get("ImageID"), image_id))
+
+
+def _runs_image(image, image_id):
+    """A container on the image id ``image`` runs the one wanted (``image_id``; None: any)."""
+    return not image_id or image == image_id
 
 
 def image_update(attrs, image_id):
     """``{"old", "new"}`` short image ids when the container ``attrs`` runs another image than
     ``image_id`` (the tag's id now), else None."""
-    if attrs is None or not image_id or attrs.get("Image") == image_id:
+    if attrs is None or _runs_image(attrs.get("Image"), image_id):
         return None
     return {"old": ccc_images.short_id(attrs.get("Image")), "new": ccc_images.short_id(image_id)}
 
