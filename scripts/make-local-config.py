@@ -22,6 +22,8 @@ import sys
 
 import yaml
 
+from minion_config import LOADER_SETTINGS
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SAMPLE_SITE = REPO / "sample-pillar"
 DEMO_SECRET_KEY = SAMPLE_SITE / "gpgkeys" / "demo-secret-key.asc"
@@ -76,6 +78,7 @@ def main():
         # cache keeps them 5 minutes (grains_cache_expiration). ccc-salt reads only the id and
         # init grains, which do not change under a running node; saltutil.refresh_grains renews it.
         "grains_cache": True,
+        **LOADER_SETTINGS,
     }
     (config_dir / "minion").write_text(yaml.safe_dump(config, sort_keys=False))
     # The cached grains hold the id and the config's own grains: a config written again (another

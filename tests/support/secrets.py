@@ -30,7 +30,7 @@ def make_keyring(path, name="ccc-salt test key"):
     path = pathlib.Path(path)
     path.mkdir(parents=True, exist_ok=True)
     os.chmod(path, 0o700)
-    gpg(path, "--passphrase", "", "--quick-gen-key", name, "default", "default", "never")
+    gpg(path, "--passphrase", "", "--quick-gen-key", name, "future-default", "default", "never")
     return fingerprint(path)
 
 
