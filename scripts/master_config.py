@@ -12,6 +12,8 @@ import pathlib
 
 import yaml
 
+from minion_config import LOADER_SETTINGS
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FLUSH_INTERVAL = 2  # seconds between ccc.flush runs (pending redeploys)
 PILLAR_WATCH_INTERVAL = 20  # seconds between ccc.pillar_watch runs (admins' pillar edits reach nodes)
@@ -38,6 +40,9 @@ def master_config(repo=REPO, site=None, extra_pillar_roots=(), gpg_keydir=GPG_KE
         # of reaching a module as ciphertext (Salt 3008's default, pinned here).
         "gpg_keydir": str(gpg_keydir),
         "gpg_decrypt_must_succeed": True,
+        # Each pillar compile makes a file client, whose backends' missing init made Salt load
+        # every fileserver module (scripts/minion_config.py says why this setting stops that).
+        **LOADER_SETTINGS,
         "reactor": [
             {"salt/beacon/*/ccc_settings/*": [str(repo / "reactor" / "settings_changed.sls")]},
             # A node now runs a moved container that another node still keeps: redeploy the
