@@ -365,7 +365,8 @@ def _private_mounts(test):
     cluster = ccc_pillar.cluster_settings(ccc)
     client = _clients(node)()
     with ccc_engine.answering(node["docker_url"], CommandExecutionError):
-        running = [stack for stack, summary in ccc_node_record.managed_containers(client).items()
-                   if summary.get("State") == "running"]
-        return ccc_private_mounts.reconcile(client, cluster, node["binds_dir"], ccc_mounts.wanted_private_mounts(ccc, running),
+        containers = ccc_node_record.managed_containers(client)
+        running = [stack for stack, summary in containers.items() if summary.get("State") == "running"]
+        return ccc_private_mounts.reconcile(client, cluster, node["binds_dir"], containers,
+                                            ccc_mounts.wanted_private_mounts(ccc, running),
                                             ccc_pillar.file_owner(cluster), test=test)

@@ -9,7 +9,6 @@ import os
 
 import ccc_engine
 import ccc_mountfd
-import ccc_node_record
 import ccc_pins
 import ccc_private_groups
 import ccc_safefs
@@ -17,11 +16,13 @@ import ccc_safefs
 log = logging.getLogger(__name__)
 
 
-def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
+def reconcile(client, cluster, binds_dir, containers, wanted, owner, test=False):
     """
     Make the mounts match ``wanted`` (STACK_NAME -> groups), undo the earlier version's mounts
-    on user paths, release unused pin sets. Returns the changes: ``mounted``, ``unmounted``,
-    ``released``, ``refused`` (a group whose mount point a user replaced), each only when non-empty.
+    on user paths, release unused pin sets. ``containers``: the node's managed containers, as
+    the caller listed them once (``ccc_node_record.managed_containers``). Returns the changes:
+    ``mounted``, ``unmounted``, ``released``, ``refused`` (a group whose mount point a user
+    replaced), each only when non-empty.
     """
     nfs = cluster["mount_points"]["nfs"]
     changes = {"mounted": [], "unmounted": [], "released": [], "refused": []}
@@ -29,7 +30,6 @@ def reconcile(client, cluster, binds_dir, wanted, owner, test=False):
     for record in ccc_private_groups.legacy_private_mounts(nfs["user_data"], mounts):
         problem = None if test else _unmount_user_path(nfs["user_data"], record)
         changes["refused" if problem else "unmounted"].append(f"{record.point}: {problem}" if problem else record.point)
-    containers = ccc_node_record.managed_containers(client)
     points, children = {record.point for record in mounts}, ccc_mountfd.children_of(mounts)
     for stack, summary in sorted(containers.items()):
         if summary.get("State") != "running":
