@@ -20,6 +20,7 @@ import ccc_rules
 try:
     import docker
     import docker.errors
+    import docker.transport
     import docker.types
     import requests.exceptions
 except ImportError:  # pragma: no cover - reported by the execution module's __virtual__
@@ -43,8 +44,27 @@ def client(node):
         # No proxy or .netrc reaches a local socket; requests would look both up in the
         # environment on every call (a tenth of a millisecond each, twice per container).
         made.api.trust_env = False
+        made.api.mount(_SCHEME, _OneSocketPool(made.api.adapters[_SCHEME].socket_path, timeout=120))
     made.ccc_state_dir = node["state_dir"]
     return made
+
+
+_SCHEME = "http+docker://"  # where the SDK mounts its adapter for a local socket
+if docker is not None:
+
+    class _OneSocketPool(docker.transport.UnixHTTPAdapter):
+        """
+        The SDK's adapter for a unix socket, with one connection pool for the socket. The SDK's
+        own keys its pools by the whole request URL, so each container's URL opened a new
+        connection to the engine (and closed one: it keeps 25 pools): 0.4 ms more per call, 50
+        inspects of a no-op apply took 50-64 ms instead of 39-41 ms.
+        """
+
+        def __init__(self, socket_path, timeout):
+            super().__init__("http+unix://" + socket_path, timeout=timeout)
+
+        def get_connection(self, url, proxies=None):
+            return super().get_connection(_SCHEME, proxies)
 
 
 class Clients:
