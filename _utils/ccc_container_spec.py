@@ -90,6 +90,9 @@ def _pubkeys(settings, facts, result):
     login = settings.get("USER_PUBKEY_FROM_GITHUB")
     if login:
         keys, error = facts.github_keys(login)
+        problem = getattr(facts.github_keys, "problem", None)  # the admin's setting (``ccc_keys.max_age``)
+        if problem and problem not in result["notes"]:
+            result["notes"].append(problem)
         if error:
             result["user_messages"].append(
                 f"USER_PUBKEY_FROM_GITHUB: {ccc_quote.clip_text(error, ccc_quote.ERROR_CHARS)}")

@@ -46,6 +46,7 @@ CLUSTER_DEFAULTS = {
     "host_keys": {"rsa_bits": 3072, "spare_sets": 0},
     "hardening": {"no_new_privileges": True, "cap_drop": ["MKNOD", "NET_RAW", "SETFCAP"], "pids_limit": 16384},
     "github_keys_url": "https://github.com/{login}.keys",
+    "github_keys_max_age": 600,
     "state_dir": None,
     "admin_log_dir": "/var/log/ccc-salt",
     "docs_url": "https://github.com/vicoslab/ccc-deployment/blob/master/USER_INSTRUCTION.md",

@@ -65,7 +65,7 @@ def node_facts(ccc, minion_id, clients, pull=True, fetch=True):
         docker_gid=docker_gid,
         host_timezone_files=[p for p in ("/etc/timezone", "/etc/localtime") if os.path.exists(p)],
         image_lookup=_image_lookup(cluster, clients, pull),
-        github_keys=ccc_keys.github_keys_for(cluster["github_keys_url"], fetch,
+        github_keys=ccc_keys.github_keys_for(cluster, fetch,
                                              os.path.join(node["state_dir"], "github-keys")),
     )
 

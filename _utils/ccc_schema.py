@@ -131,7 +131,8 @@ USER_SETTINGS_SCHEMA = {
             },
             "USER_PUBKEY_FROM_GITHUB": {
                 "type": "string", "maxLength": 39, "pattern": GITHUB_LOGIN_PATTERN,
-                "description": "GitHub login whose public keys are added.",
+                "description": "GitHub login whose public keys are added; keys you add on GitHub later arrive "
+                               "within the cluster's refresh time (10 minutes unless your admins changed it).",
             },
             "USE_HOST_TIMEDATE": {"type": "boolean", "description": "Use the node's time zone."},
             "FRP_PORTS": {

@@ -270,7 +270,7 @@ def test_github_keys_are_cached_and_used_when_github_cannot_be_reached(tmp_path,
 
     monkeypatch.setattr(ccc_keys.urllib.request, "urlopen", lambda url, timeout: Response(f"{good}\nnot a key\n"))
     cache = tmp_path / "github-keys"
-    keys = ccc_keys.github_keys_for("https://github.com/{login}.keys", True, str(cache))
+    keys = ccc_keys.GitHubKeys("https://github.com/{login}.keys", True, str(cache))
     assert keys("ana") == ([good], None)
     assert (cache / "ana.keys").read_text() == good + "\n"
 
@@ -278,10 +278,11 @@ def test_github_keys_are_cached_and_used_when_github_cannot_be_reached(tmp_path,
         raise urllib.error.URLError("timed out")
 
     monkeypatch.setattr(ccc_keys.urllib.request, "urlopen", unreachable)
-    assert keys("ana") == ([good], "could not fetch the keys of GitHub user 'ana' (<urlopen error timed out>); "
-                                   "the keys fetched earlier are used")
-    assert keys("bor") == ([], "could not fetch the keys of GitHub user 'bor' (<urlopen error timed out>)")
-    offline = ccc_keys.github_keys_for("https://github.com/{login}.keys", False, str(cache))
+    next_run = ccc_keys.GitHubKeys("https://github.com/{login}.keys", True, str(cache))  # max_age 0: fetch again
+    assert next_run("ana") == ([good], "could not fetch the keys of GitHub user 'ana' (<urlopen error timed out>); "
+                                       "the keys fetched earlier are used")
+    assert next_run("bor") == ([], "could not fetch the keys of GitHub user 'bor' (<urlopen error timed out>)")
+    offline = ccc_keys.GitHubKeys("https://github.com/{login}.keys", False, str(cache))
     assert offline("ana") == ([good], None) and offline("bor") == ([], None)
 
 
