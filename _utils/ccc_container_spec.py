@@ -90,7 +90,7 @@ def _pubkeys(settings, facts, result):
     login = settings.get("USER_PUBKEY_FROM_GITHUB")
     if login:
         keys, error = facts.github_keys(login)
-        problem = getattr(facts.github_keys, "problem", None)  # the admin's setting (``ccc_keys.max_age``)
+        problem = getattr(facts.github_keys, "problem", None)  # a bad ``github_keys_max_age`` (``ccc_keys``)
         if problem and problem not in result["notes"]:
             result["notes"].append(problem)
         if error:

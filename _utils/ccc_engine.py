@@ -44,7 +44,7 @@ def client(node):
         # No proxy or .netrc reaches a local socket; requests would look both up in the
         # environment on every call (a tenth of a millisecond each, twice per container).
         made.api.trust_env = False
-        made.api.mount(_SCHEME, _OneSocketPool(made.api.adapters[_SCHEME].socket_path, timeout=120))
+        made.api.mount(_SCHEME, _OneSocketPool(made.api.adapters[_SCHEME]))
     made.ccc_state_dir = node["state_dir"]
     return made
 
@@ -60,8 +60,10 @@ if docker is not None:
         inspects of a no-op apply took 50-64 ms instead of 39-41 ms.
         """
 
-        def __init__(self, socket_path, timeout):
-            super().__init__("http+unix://" + socket_path, timeout=timeout)
+        def __init__(self, shipped):
+            """The same socket, timeout and pool size as the SDK's adapter ``shipped``."""
+            super().__init__("http+unix://" + shipped.socket_path, timeout=shipped.timeout,
+                             max_pool_size=shipped.max_pool_size)
 
         def get_connection(self, url, proxies=None):
             return super().get_connection(_SCHEME, proxies)

@@ -20,7 +20,6 @@ import urllib.error
 import urllib.request
 
 import ccc_pillar
-import ccc_rules
 import ccc_safefs
 import ccc_schema
 
@@ -30,28 +29,17 @@ FETCH_TIMEOUT = 5
 MAX_BYTES = 65536
 
 
-def max_age(cluster):
-    """``(seconds, problem)``: ``ccc:cluster:github_keys_max_age``; a bad value gives the default
-    and the admin's message."""
-    default = ccc_pillar.CLUSTER_DEFAULTS["github_keys_max_age"]
-    value = (cluster or {}).get("github_keys_max_age", default)
-    if ccc_rules.is_number(value) and value >= 0:
-        return float(value), None
-    return float(default), (f"ccc:cluster:github_keys_max_age must be a number of seconds (0 or more), got {value!r}; "
-                            f"using {default}")
-
-
 class GitHubKeys:
     """
     ``keys(login) -> (keys, error)`` for one run, the resolver's ``NodeFacts.github_keys``:
     fetched from ``url_template`` (``{login}`` replaced) when ``fetch`` and the node's copy is
     missing or ``max_age`` seconds old (0: every run), else (and when the fetch fails) the copy.
-    ``error`` is the user's to read; ``problem`` is the admin's (a bad ``max_age`` setting).
+    ``error`` is the user's to read; ``problem`` is the admin's (a bad ``github_keys_max_age``).
     """
 
-    def __init__(self, url_template, fetch, cache_dir, max_age=0.0, problem=None, clock=time.time):
+    def __init__(self, url_template, fetch, cache_dir, max_age=0.0, problem=None):
         self.url_template, self.fetch, self.cache_dir = url_template, fetch, cache_dir
-        self.max_age, self.problem, self.clock = max_age, problem, clock
+        self.max_age, self.problem = max_age, problem
         self._answers = {}  # login -> (keys, error): one fetch per login and run
 
     def __call__(self, login):
@@ -78,13 +66,13 @@ class GitHubKeys:
             fetched = os.stat(_cache_file(self.cache_dir, login)).st_mtime
         except OSError:
             return True
-        age = self.clock() - fetched
+        age = time.time() - fetched
         return not 0 <= age < self.max_age
 
 
 def github_keys_for(cluster, fetch, cache_dir):
     """The run's ``GitHubKeys`` under ``ccc:cluster`` (``github_keys_url``, ``github_keys_max_age``)."""
-    seconds, problem = max_age(cluster)
+    seconds, problem = ccc_pillar.cluster_seconds(cluster, ("github_keys_max_age",), zero_allowed=True)
     return GitHubKeys(cluster["github_keys_url"], fetch, cache_dir, seconds, problem)
 
 

@@ -83,14 +83,8 @@ def clear(state_dir, stack, node):
 
 
 def max_window(cluster):
-    """``(seconds, problem)``: ``ccc:cluster:moves:max_window``; a bad value gives the default and
-    the admin's message."""
-    default = ccc_pillar.CLUSTER_DEFAULTS["moves"]["max_window"]
-    value = ((cluster or {}).get("moves") or {}).get("max_window", default)
-    if ccc_rules.is_number(value) and value > 0:
-        return float(value), None
-    return float(default), (f"ccc:cluster:moves:max_window must be a number of seconds above 0, got {value!r}; "
-                            f"using {default}")
+    """``(seconds, problem)``: ``ccc:cluster:moves:max_window`` (``ccc_pillar.cluster_seconds``)."""
+    return ccc_pillar.cluster_seconds(cluster, ("moves", "max_window"))
 
 
 def _placed_at(marker):

@@ -98,6 +98,24 @@ def node_settings(ccc, minion_id):
     return node
 
 
+def cluster_seconds(cluster, path, zero_allowed=False):
+    """
+    ``(seconds, problem)``: the ``ccc:cluster`` setting at ``path`` (its keys), a number of
+    seconds above 0 (``zero_allowed``: 0 or more); a bad value gives the default
+    (``CLUSTER_DEFAULTS``) and the admin's message.
+    """
+    *parents, last = path
+    default, value = CLUSTER_DEFAULTS, cluster or {}
+    for key in parents:
+        default, value = default[key], value.get(key) or {}
+    default = default[last]
+    value = value.get(last, default)
+    if ccc_rules.is_number(value) and (value >= 0 if zero_allowed else value > 0):
+        return float(value), None
+    rule = "(0 or more)" if zero_allowed else "above 0"
+    return float(default), f"ccc:cluster:{':'.join(path)} must be a number of seconds {rule}, got {value!r}; using {default}"
+
+
 def file_owner(cluster):
     """
     ``(uid, gid)`` of everything created for users (folders, settings and ``.deploy`` files,
