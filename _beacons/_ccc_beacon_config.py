@@ -101,17 +101,17 @@ def _utils_dirs(opts):
     return {os.path.realpath(path) for path in dirs}
 
 
-def salt_call(salt, opts, function, *args):
+def salt_call(salt, opts, function, *args, **kwargs):
     """
-    ``salt[function](*args)`` from the minion's main process, without keeping the shared modules
-    (``_utils``) it imports in ``sys.modules``: the minion forks its jobs from this process, and
+    ``salt[function](*args, **kwargs)`` from the minion's main process, without keeping the shared
+    modules (``_utils``) it imports in ``sys.modules``: the minion forks its jobs from this process, and
     a shared module kept here would shadow the one a later ``saltutil.sync_all`` writes (the
     job would run new execution modules on old shared code until the minion restarted). The
     execution module that imported them keeps its own references.
     """
     before = set(sys.modules)
     try:
-        return salt[function](*args)
+        return salt[function](*args, **kwargs)
     finally:
         dirs = _utils_dirs(opts)
         for name in set(sys.modules) - before:

@@ -150,7 +150,7 @@ def _checked_stacks(files):
         if len(_CHECKED) >= 16:  # configurations come and go rarely; never grow without bound
             _CHECKED.clear()
         try:
-            _CHECKED[key] = __salt__[WATCHED_FILES](files=files)["problems"]
+            _CHECKED[key] = beacon_config.salt_call(__salt__, _opts(), WATCHED_FILES, files=files)["problems"]
         except Exception as exc:  # noqa: BLE001 - not synced yet, say: say so, check again next time
             return [f"cannot check the STACK_NAMEs ({WATCHED_FILES}: {exc})"]
     return _CHECKED[key]

@@ -820,23 +820,35 @@ def test_an_explicit_file_list_ignores_pillar_errors(settings_dir, pillar_minion
     assert m.refreshes == [] and m.warnings == []
 
 
-def test_the_beacon_keeps_no_shared_module_in_the_minions_main_process(salt_dunders, monkeypatch, tmp_path):
+@pytest.mark.parametrize("how", ["from_pillar", "explicit list"])
+def test_the_beacon_keeps_no_shared_module_in_the_minions_main_process(salt_dunders, monkeypatch, tmp_path, how):
     """The minion forks its jobs from the process that runs beacons: a shared module the beacon's
-    call imported and kept there would shadow the one a later saltutil.sync_all writes."""
+    call imported and kept there would shadow the one a later saltutil.sync_all writes. Both
+    ways the beacon asks ``ccc_containers.watched_files``: for this node's list (``from_pillar``),
+    and to check the STACK_NAMEs of an explicit list (``validate``, which Salt calls before each
+    run of the beacon)."""
     utils = tmp_path / "extmods" / "utils"
     utils.mkdir(parents=True)
     (utils / "ccc_probe_shared.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(utils))
     monkeypatch.setattr(beacon_mod, "__opts__", {"id": "node1", "extension_modules": str(tmp_path / "extmods")})
+    asked = []
 
-    def watched_files():
+    def watched_files(files=None):
         import ccc_probe_shared  # noqa: F401 - what an execution module does at its first load
         import ccc_probe_sibling  # noqa: F401 - not in a utils dir: kept
+        asked.append(files)
         return {"files": [], "beacon": {}, "pillar_errors": [], "problems": []}
 
     (tmp_path / "ccc_probe_sibling.py").write_text("VALUE = 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     beacon_mod.__salt__["ccc_containers.watched_files"] = watched_files
-    assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    if how == "from_pillar":
+        assert beacon_mod.beacon(PILLAR_CONFIG) == []
+    else:
+        config = [{"files": files_of(tmp_path / "ana-main.yml")}]
+        assert beacon_mod.validate(config) == (True, "valid beacon configuration")
+        assert asked == [files_of(tmp_path / "ana-main.yml")]  # the execution function checked the list
+    assert asked
     assert "ccc_probe_shared" not in sys.modules and "ccc_probe_sibling" in sys.modules
     del sys.modules["ccc_probe_sibling"]
