@@ -10,7 +10,7 @@ __virtualname__ = "ccc_settings"
 
 def __virtual__():
     """Loaded where settings can be checked as a deploy checks them: with ``jsonschema``."""
-    if ccc_schema.jsonschema is not None:
+    if ccc_schema.JSONSCHEMA_INSTALLED:
         return __virtualname__
     return False, "ccc_settings needs the jsonschema package (salt-pip install jsonschema)"
 

@@ -6,17 +6,18 @@ The same schema is shipped as ``schema/container-settings.schema.json`` for edit
 generated from it too (``ccc_report.default_settings_text``). Adding a key: docs/pillar.md.
 """
 
+import importlib.util
 import json
 import re
 
 import ccc_frp
 import ccc_quote
 import ccc_rules
+import ccc_schema_verdict
 
-try:
-    import jsonschema
-except ImportError:  # pragma: no cover - the ccc_settings module says it is missing
-    jsonschema = None
+# jsonschema is imported only when a document is not certainly valid (``_schema_messages``);
+# without it the ccc_settings module is not loaded and says why.
+JSONSCHEMA_INSTALLED = importlib.util.find_spec("jsonschema") is not None
 
 # The schema's patterns (JSON-schema regexes: "$" also matches before a final newline, so
 # control characters are refused separately, by ``_shape_problems``).
@@ -198,6 +199,8 @@ _VALIDATOR = []  # built once, on first use
 def _validator():
     """The compiled validator of ``USER_SETTINGS_SCHEMA`` (compiling costs more than a check)."""
     if not _VALIDATOR:
+        import jsonschema  # pylint: disable=import-outside-toplevel  # 40 ms: see ccc_schema_verdict
+
         cls = jsonschema.validators.validator_for(USER_SETTINGS_SCHEMA)
         _VALIDATOR.append(cls(USER_SETTINGS_SCHEMA))
     return _VALIDATOR[0]
@@ -205,9 +208,13 @@ def _validator():
 
 def _schema_messages(section, stack_name):
     """Schema problems in plain words; every user value is quoted by ``quote_value`` (jsonschema's
-    own messages repeat whole values). Runs after ``_shape_problems``, so there are few."""
+    own messages repeat whole values). Runs after ``_shape_problems``, so there are few. A
+    section ``ccc_schema_verdict`` finds certainly valid has none, and jsonschema is not asked."""
+    document = {stack_name: section}
+    if ccc_schema_verdict.verdict(document, USER_SETTINGS_SCHEMA) is True:
+        return []
     messages = []
-    for error in sorted(_validator().iter_errors({stack_name: section}), key=lambda e: list(e.path)):
+    for error in sorted(_validator().iter_errors(document), key=lambda e: list(e.path)):
         path = ".".join(str(p) for p in list(error.path)[1:]) or stack_name
         shown = ccc_quote.quote_value(error.instance)
         if error.validator == "pattern":
