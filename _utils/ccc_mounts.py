@@ -128,12 +128,18 @@ def wanted_private_mounts(ccc, stacks_on_node):
     """
     Map STACK_NAME -> its live private groups, for the containers running on this node. Each
     container has its own ``private`` pin, so a grant reaches exactly the containers it names
-    and revoking it from one never unmounts it in another.
+    and revoking it from one never unmounts it in another. A container whose admin record has
+    a problem maps to None: the deploy holds it as it was, and its live groups stay as they
+    are too (an admin's typo never takes a user's data away mid-run). One pillar no longer
+    lists has no grant, and is left out.
     """
     wanted, index = {}, ccc_pillar.entries_by_stack(ccc)
     for stack in stacks_on_node:
         record, problems = ccc_pillar.container_record(ccc, stack, index=index)
-        if record is None or problems:
+        if record is None:
+            continue
+        if problems:
+            wanted[stack] = None
             continue
         user_type = ((ccc or {}).get("user_types") or {}).get(record.get("USER_TYPE")) or {}
         wanted[stack], _ = private_mount_groups(user_type, record)

@@ -18,7 +18,8 @@ log = logging.getLogger(__name__)
 
 def reconcile(client, cluster, binds_dir, containers, wanted, owner, test=False):
     """
-    Make the mounts match ``wanted`` (STACK_NAME -> groups), undo the earlier version's mounts
+    Make the mounts match ``wanted`` (STACK_NAME -> groups; None: leave that container's mounts
+    as they are, ``ccc_mounts.wanted_private_mounts``), undo the earlier version's mounts
     on user paths, release unused pin sets. ``containers``: the node's managed containers, as
     the caller listed them once (``ccc_node_record.managed_containers``). Returns the changes:
     ``mounted``, ``unmounted``, ``released``, ``refused`` (a group whose mount point a user
@@ -32,7 +33,7 @@ def reconcile(client, cluster, binds_dir, containers, wanted, owner, test=False)
         changes["refused" if problem else "unmounted"].append(f"{record.point}: {problem}" if problem else record.point)
     points, children = {record.point for record in mounts}, ccc_mountfd.children_of(mounts)
     for stack, summary in sorted(containers.items()):
-        if summary.get("State") != "running":
+        if summary.get("State") != "running" or (stack in wanted and wanted[stack] is None):
             continue
         # The list's summary names the mounts already: no inspect per container (500 of them
         # made a no-op apply grow by seconds); an engine that leaves them out is asked.

@@ -12,6 +12,8 @@ import pathlib
 import pytest
 
 import ccc_mountfd
+import ccc_mounts
+import ccc_private_mounts
 import ccc_pins
 import ccc_private_groups
 from support.mountns import as_user, in_private_namespace
@@ -361,5 +363,39 @@ def test_binds_made_together_are_checked_against_one_table_and_a_bad_one_alone_g
         assert len(reads) == 1 and len(made) == 2
         assert os.listdir(targets[0]) == ["lab.txt"] and os.listdir(targets[1]) == []
         assert [r.point for r in ccc_mountfd.mountinfo() if r.point.startswith(str(site["host"]))] == [str(targets[0])]
+
+    in_private_namespace(body)
+
+
+def _site_pillar(**record):
+    """A one-container ``ccc`` pillar whose user may mount the ``lab`` group live."""
+    entry = {"STACK_NAME": "box", "USER_EMAIL": "a@b.org", "CONTAINER_IMAGE": "vicoslab/ccc:base", **record}
+    return {"users": {"a@b.org": {"USER_NAME": "ana", "USER_FULLNAME": "Ana", "USER_TYPE": "lab"}},
+            "user_types": {"lab": {"allowed_private_data_mount_groups": ["lab"]}}, "containers": [entry]}
+
+
+def test_a_container_held_for_an_admin_typo_keeps_its_live_groups(site):
+    """A record with a problem holds the container as it was (the deploy refuses to change it);
+    its live groups stay mounted too, and come back under the run's control once the record is
+    fixed. A container pillar no longer lists has no grant: its groups go."""
+
+    def body():
+        pin = pin_private(site)
+        cluster = {"mount_points": {"nfs": {"user_data": str(site["tmp"] / "user_data"),
+                                            "private_data": str(site["groups"])}}}
+        containers = {"box": {"Id": "0" * 64, "State": "running",
+                              "Mounts": [{"Type": "bind", "Source": str(pin), "Destination": "/storage/private"}]}}
+
+        def run(ccc):
+            wanted = ccc_mounts.wanted_private_mounts(ccc, ["box"])
+            return wanted, ccc_private_mounts.reconcile(None, cluster, str(site["binds"]), containers, wanted, OWNER)
+
+        assert run(_site_pillar()) == ({"box": ["lab"]}, {"mounted": [str(pin / "lab")]})
+        typo = _site_pillar(EXTRA_ENVS=["not", "a", "mapping"])
+        assert run(typo) == ({"box": None}, {})
+        assert list(group_mounts(pin)) == ["lab"]
+        assert run(_site_pillar()) == ({"box": ["lab"]}, {})
+        assert run(dict(_site_pillar(), containers=[])) == ({}, {"unmounted": [str(pin / "lab")]})
+        assert group_mounts(pin) == {}
 
     in_private_namespace(body)
