@@ -36,7 +36,8 @@ def wanted_networks(cluster):
 
 
 def _live(attrs):
-    """The comparable definition of an inspected network."""
+    """The comparable definition of a network, from the engine's list (its entries carry the
+    IPAM, options and internal flag an inspect gives, without the attached containers)."""
     pools = (attrs.get("IPAM") or {}).get("Config") or [{}]
     return {"subnet": pools[0].get("Subnet"), "gateway": pools[0].get("Gateway"),
             "internal": bool(attrs.get("Internal")),
@@ -80,7 +81,7 @@ def ensure(client, name, definition, test=False):
         if not test:
             create(client, name, definition)
         return {"action": "would be created" if test else "created", "differences": {}, "users": []}
-    diff = differences(definition, client.api.inspect_network(found[0]["Id"]))
+    diff = differences(definition, found[0])
     if not diff:
         return {"action": "present", "differences": {}, "users": []}
     attached = users(client, name)
