@@ -32,16 +32,8 @@ def verdict(instance, schema):
         return schema
     if not isinstance(schema, dict):
         return None
-    answers = []
-    for keyword, value in schema.items():
-        if keyword in _ANNOTATIONS:
-            continue
-        check = _KEYWORDS.get(keyword)
-        answer = check(value, instance, schema) if check else None
-        if answer is False:
-            return False
-        answers.append(answer)
-    return None if None in answers else True
+    return _all(_KEYWORDS[keyword](value, instance, schema) if keyword in _KEYWORDS else None
+                for keyword, value in schema.items() if keyword not in _ANNOTATIONS)
 
 
 def _all(answers):
