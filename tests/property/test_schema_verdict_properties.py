@@ -16,7 +16,8 @@ import ccc_schema_verdict  # noqa: E402
 PROPERTIES = ccc_schema.USER_SETTINGS_SCHEMA["additionalProperties"]["properties"]
 HTTP_ENTRY = PROPERTIES["FRP_PORTS"]["properties"]["HTTP"]["items"]["properties"]
 # Values at and around each length bound of the schema (generated texts and lists are short).
-BOUNDS = [(key, bound, schema[bound]) for key, schema in {**PROPERTIES, **HTTP_ENTRY, **PROPERTIES["FRP_PORTS"]["properties"]}.items()
+BOUNDED = {**PROPERTIES, **HTTP_ENTRY, **PROPERTIES["FRP_PORTS"]["properties"]}
+BOUNDS = [(key, bound, schema[bound]) for key, schema in BOUNDED.items()
           for bound in ("maxLength", "minLength", "maxItems") if bound in schema]
 
 
