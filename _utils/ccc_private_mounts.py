@@ -33,7 +33,8 @@ def reconcile(client, cluster, binds_dir, containers, wanted, owner, test=False)
         changes["refused" if problem else "unmounted"].append(f"{record.point}: {problem}" if problem else record.point)
     points, children = {record.point for record in mounts}, ccc_mountfd.children_of(mounts)
     for stack, summary in sorted(containers.items()):
-        if summary.get("State") != "running" or (stack in wanted and wanted[stack] is None):
+        groups = wanted.get(stack, [])  # not wanted: no grant; None: held, left as it is
+        if summary.get("State") != "running" or groups is None:
             continue
         # The list's summary names the mounts already: no inspect per container (500 of them
         # made a no-op apply grow by seconds); an engine that leaves them out is asked.
@@ -41,8 +42,7 @@ def reconcile(client, cluster, binds_dir, containers, wanted, owner, test=False)
         private_dir = ccc_private_groups.private_pin(attrs) if attrs else None
         if not private_dir or not private_dir.startswith(os.path.join(binds_dir, "")) or private_dir not in points:
             continue
-        done = ccc_private_groups.reconcile_groups(private_dir, nfs["private_data"], wanted.get(stack, []), owner,
-                                                   test, children)
+        done = ccc_private_groups.reconcile_groups(private_dir, nfs["private_data"], groups, owner, test, children)
         for key, value in done.items():
             changes[key].extend(value)
     for stack in ccc_pins.pinned_stacks(binds_dir):

@@ -21,13 +21,12 @@ of a 1.1 s ``salt-call --local state.apply containers`` no-op.
 
 ``multiprocessing: true`` (Salt's default, pinned here: this file in ``minion.d`` overrides a
 ``multiprocessing: false`` in ``/etc/salt/minion``): every job runs in a process of its own,
-forked from the minion. Jobs as threads of the
-minion process are a known way to make Salt's jobs start sooner (an edit's job 0.1 s sooner in
-bench/redeploy_latency.py). With them ccc-salt's spare SSH host keys would never be topped up:
-the top-up forks only from a single-threaded process (``ccc_hostkey_spares.top_up_later``), so
-every first deploy would make its keys during the apply. ``saltutil.kill_job`` would signal the
-minion itself. Every job would share one process's umask, working directory and imported
-shared modules.
+forked from the minion. Jobs as threads of the minion process are a known way to make Salt's
+jobs start sooner (an edit's job 0.1 s sooner in bench/redeploy_latency.py). With them
+ccc-salt's spare SSH host keys would never be topped up: the top-up forks only from a
+single-threaded process (``ccc_hostkey_spares.top_up_later``), so every first deploy would make
+its keys during the apply. ``saltutil.kill_job`` would signal the minion itself. Every job would
+share one process's umask, working directory and imported shared modules.
 
 The tests start their minions with these settings (``minion_config()``).
 """
