@@ -170,7 +170,9 @@ class _RecordingPillarUtil(salt.utils.master.MasterPillarUtil):
     def _get_live_minion_pillar(self, minion_id=None, minion_grains=None):
         if minion_id is None or not minion_grains:
             return super()._get_live_minion_pillar(minion_id, minion_grains)
-        pillar = _RecordingPillar(self.opts, minion_grains, minion_id, self.saltenv, self.opts["ext_pillar"])
+        # No on-demand ``ext``: the configured ext_pillar runs from opts anyway, and Salt's own
+        # live compile, which passes that list here, logs an ERROR that it is no dictionary.
+        pillar = _RecordingPillar(self.opts, minion_grains, minion_id, self.saltenv)
         compiled = pillar.compile_pillar()
         self.reads[minion_id] = pillar.reads
         return compiled

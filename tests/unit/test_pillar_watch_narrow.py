@@ -340,3 +340,14 @@ def test_a_node_the_watch_could_not_ask_to_refresh_gets_state_runs(master, monke
     clock.now += ccc_pillar_watch.REFRESH_SETTLE
     assert _published(runner, client, ["gpu1.lab"])[0] == "ccc_docker.redeploy"
     assert _published(runner, client, ["gpu3.lab"])[0] == "state.apply"  # it may hold any pillar
+
+
+def test_the_watchs_compiles_log_no_error_about_the_configured_ext_pillar(master, caplog):
+    """The configured ext_pillar list runs from the master's config; handed to the compile as an
+    on-demand pillar too (as Salt's own live compile does), it logged an ERROR on every compile
+    that an admin reading the master log would chase."""
+    runner, _client, _site, compiled, _ = master
+    runner.__opts__["ext_pillar"] = [{"ccc_no_such_ext_pillar": {}}]  # any configured ext pillar
+    with caplog.at_level("ERROR"):
+        assert _watch(runner, compiled)[0] == ["gpu1.lab", "gpu2.lab", "gpu3.lab"]
+    assert not [record.getMessage() for record in caplog.records if "On-demand pillar" in record.getMessage()]
