@@ -4,7 +4,8 @@ master and a running minion (bench/containers_apply.py times it through `salt-ca
 
 Uses the same cluster as tests/cluster (salt-master + 2 minions, a private dockerd per node,
 shared storage), with ``--containers`` more containers placed on node1 (the start-up reconcile
-deploys them). Once every one runs, times three no-op applies each way, the best of each:
+deploys them). Once every one runs, times ``--repeat`` (default three) no-op applies each way,
+the best of each:
 
     minion       publish -> return at the master (``salt/job/<jid>/new`` to ``.../ret/node1``):
                  the minion's job process, the pillar the master compiles for it (GPG included),
@@ -14,14 +15,14 @@ deploys them). Once every one runs, times three no-op applies each way, the best
     deploy_many  the same reconcile as the execution function ``ccc_docker.deploy_many`` alone
                  (publish -> return): the minion's pillar in memory, no SLS, no state engine
 
-and two floors through the minion, the best of three each: ``test.true`` (publish, the job
+and two floors through the minion, the best of as many runs each: ``test.true`` (publish, the job
 process, the return) and ``pillar.items`` (the same plus a fresh pillar compile on the master,
 as every state run asks for). A resident minion has paid for Python's start, Salt's imports and
 the grains once; ``salt-call --local`` pays them on every run.
 
-    .venv/bin/python bench/minion_apply.py [--containers 50]
+    .venv/bin/python bench/minion_apply.py [--containers 50] [--repeat 3]
 
-Smallest (the suite's smoke test): ``--containers 1``, about a minute with the cluster's
+Smallest (the suite's smoke test): ``--containers 1 --repeat 1``, about 40 s with the cluster's
 start-up.
 """
 
@@ -34,8 +35,10 @@ import pytest
 import _harness
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SIZES = {"containers": (50, "containers placed on node1 besides the sample site's")}
+SIZES = {"containers": (50, "containers placed on node1 besides the sample site's"),
+         "repeat": (3, "runs of each job, the best one counted")}
 COUNT = _harness.size(SIZES, "containers")
+REPEAT = _harness.size(SIZES, "repeat")
 IMAGE = "vicoslab/ccc:base-latest-ubuntu22.04-cuda12.6.1"
 NODE = "node1"
 
@@ -134,14 +137,15 @@ def test_minion_apply(master, minions, dockerds, event_listener):
     _wait(deployed, timeout=120 + 3 * COUNT)
     _job(master, event_listener, "state.apply", "containers")  # anything the start-up left, settled
     noop = []
-    for _ in range(3):
+    for _ in range(REPEAT):
         took, returned = _job(master, event_listener, "state.apply", "containers")
         states, by_function, changed = _states(returned)
         assert not changed, "a no-op apply changed something"
         noop.append((took, states, by_function))
-    floors = {fun: min(_job(master, event_listener, fun)[0] for _ in range(3)) for fun in ("test.true", "pillar.items")}
+    floors = {fun: min(_job(master, event_listener, fun)[0] for _ in range(REPEAT))
+              for fun in ("test.true", "pillar.items")}
     direct = []
-    for _ in range(3):
+    for _ in range(REPEAT):
         took, returned = _job(master, event_listener, "ccc_docker.deploy_many")
         assert not [stack for stack, facts in (returned or {}).items() if facts.get("changes")], returned
         direct.append(took)

@@ -1,12 +1,15 @@
 """`state.apply cluster test=True` for every sample node, masterless on this machine (nothing is
-applied; the node's Docker engine is a private test dockerd): every role of the node renders and nothing fails, the roles come in the documented
-order, and ``ccc:roles``/``ccc:only_roles`` decide which run, as ``ccc_cluster.roles`` says."""
+applied; the node's Docker engine is a private test dockerd of this module's own, which no
+cluster test restarts meanwhile): every role of the node renders and nothing fails, the roles
+come in the documented order, and ``ccc:roles``/``ccc:only_roles`` decide which run, as
+``ccc_cluster.roles`` says."""
 
 import os
 
 import pytest
 
 from support import site
+from support.nodes import RENDER_DAEMON, private_dockerd
 
 import ccc_roles  # noqa: E402  (site puts _utils on the path)
 
@@ -22,6 +25,12 @@ def _order(node):
     """ORDER plus the node's own roles, in the roles' order (ccc_roles.ORDER)."""
     wanted = set(ORDER) | set(NODE_ROLES.get(node, []))
     return [role for role in ccc_roles.ORDER if role in wanted]
+
+
+@pytest.fixture(scope="module")
+def dockerd():
+    """The engine every run reads (test mode: nothing is made on it)."""
+    return private_dockerd(*RENDER_DAEMON)
 
 
 def _run(tmp_path, docker_url, node, extra=None, *args):
@@ -44,16 +53,16 @@ def _roles(states):
 
 
 @pytest.mark.parametrize("node", NODES)
-def test_every_sample_node_renders_every_role_in_order_and_nothing_fails(tmp_path, node1_dockerd, node):
-    states = _run(tmp_path, node1_dockerd.url, node)
+def test_every_sample_node_renders_every_role_in_order_and_nothing_fails(tmp_path, dockerd, node):
+    states = _run(tmp_path, dockerd.url, node)
     assert [f"{s['__id__']}: {s['comment']}" for s in states if s["result"] is False] == []
     assert _roles(states) == _order(node)  # the sample switches the driver role on for its GPU nodes
     assert states[-1]["__id__"] == "ccc-cluster-roles-summary"
     assert states[-1]["name"].startswith(f"cluster roles applied: {', '.join(_order(node))}; cleaned: none")
 
 
-def test_only_roles_and_an_absent_role_on_the_command_line(tmp_path, node1_dockerd):
-    states = _run(tmp_path, node1_dockerd.url, "node1", {"roles": {"timezone": "absent"}, "only_roles": "inotify,timezone"})
+def test_only_roles_and_an_absent_role_on_the_command_line(tmp_path, dockerd):
+    states = _run(tmp_path, dockerd.url, "node1", {"roles": {"timezone": "absent"}, "only_roles": "inotify,timezone"})
     assert _roles(states) == ["inotify", "timezone"]
     assert [s["__sls__"] for s in states if s["__id__"].startswith("ccc-cluster-timezone")] == ["cluster.timezone.clean"] * \
         len([s for s in states if s["__id__"].startswith("ccc-cluster-timezone")])
@@ -86,26 +95,26 @@ def test_the_originals_role_names_in_only_roles_say_what_they_run(tmp_path):
                      f"{ccc_roles.RETIRED['compute-container-nightwatch']}"]
 
 
-def test_the_swarm_role_in_test_mode_on_the_leader_and_on_workers(tmp_path, node1_dockerd):
+def test_the_swarm_role_in_test_mode_on_the_leader_and_on_workers(tmp_path, dockerd):
     """Swarm on (the sample keeps it off), test=True against a test dockerd in no swarm: the
     leader would initialise it and make an overlay per active sample stack; a worker would join
     with the token from secrets (never shown); one without its token fails, saying where it goes."""
     on = {"roles": {"swarm": True}, "only_roles": "swarm"}
-    leader = {s["__id__"]: s for s in _run(tmp_path / "leader", node1_dockerd.url, "node1", on)}
+    leader = {s["__id__"]: s for s in _run(tmp_path / "leader", dockerd.url, "node1", on)}
     member, overlays = leader["ccc-cluster-swarm-member"], leader["ccc-cluster-swarm-overlays"]
     assert (member["result"], member["comment"]) == (None, "would: node1 initialises the swarm (it is ccc:swarm:leader)")
     assert overlays["result"] is None
     assert overlays["changes"] == {"created": ["overlay-ana-main", "overlay-ana-jupyter", "overlay-bor-main",
                                                "overlay-cene-thesis", "overlay-dara-course"]}  # dara-old is DISABLED
     token = "SWMTKN-1-render-test-worker-token"
-    worker = {s["__id__"]: s for s in _run(tmp_path / "worker", node1_dockerd.url, "node2",
+    worker = {s["__id__"]: s for s in _run(tmp_path / "worker", dockerd.url, "node2",
                                            dict(on, secrets={"swarm": {"worker_token": token}}))}
     assert worker["ccc-cluster-swarm-member"]["result"] is None
     assert worker["ccc-cluster-swarm-member"]["comment"] == "would: node2 joins the swarm at 192.168.10.11:2377 as a worker"
     assert worker["ccc-cluster-swarm-overlays"]["comment"] == "overlays are created by the swarm leader node1"
     assert token not in str(worker)
     # the sample's secrets hold a worker token only: a node that is to join as a manager lacks its token
-    missing = {s["__id__"]: s for s in _run(tmp_path / "missing", node1_dockerd.url, "node3",
+    missing = {s["__id__"]: s for s in _run(tmp_path / "missing", dockerd.url, "node3",
                                             dict(on, swarm={"manager": True}))}
     assert missing["ccc-cluster-swarm-member"]["result"] is False
     assert "secret ccc:secrets:swarm:manager_token is not in this node's pillar" in missing["ccc-cluster-swarm-member"]["comment"]

@@ -83,7 +83,7 @@ SMOKES = (
         r"^node1: {n} CPU s in {n} s = {n} % of one core \({n} ms per s\); beacons: ccc_docker ccc_settings;",
         r"^node2: {n} CPU s in {n} s = {n} % of one core \({n} ms per s\); beacons: ccc_docker ccc_settings;"),
           timeout=600),
-    Smoke("minion_apply.py", ("--containers", "1"), "cluster", _lines(
+    Smoke("minion_apply.py", ("--containers", "1", "--repeat", "1"), "cluster", _lines(
         r"^ +1 +{n}s +{n}s +{n}s +{n}s +{n}s$",  # N, no-op through the minion, its states, deploy_many, the floors
         r"^states by function: .*\bccc_container\.deployed {n} ms"), timeout=600),
     Smoke("soak.py", ("--minutes", "0.2", "--seed", "1", "--kinds", "edit"), "cluster", _lines(
