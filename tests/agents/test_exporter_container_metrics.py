@@ -36,9 +36,9 @@ def probe():
     if os.geteuid() != 0 or not shutil.which("dockerd"):
         pytest.skip("needs root and dockerd (run .ci/run)")
     from support.dockerd import start_dockerd
-    from support.nodes import TEST_BASE
+    from support.nodes import TEST_BASE, bridge_cidr
 
-    daemon = start_dockerd("agents", TEST_BASE, "10.231.9.1/24", fake_nvidia=False)
+    daemon = start_dockerd("agents", TEST_BASE, bridge_cidr("agents"), fake_nvidia=False)
     subprocess.run(["bash", str(REPO / "tests" / "images" / "build.sh"), daemon.url], check=True, capture_output=True)
     client = daemon.client()
     stack = "usage-" + uuid.uuid4().hex[:8]

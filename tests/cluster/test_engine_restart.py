@@ -16,9 +16,8 @@ import time
 
 import pytest
 
-from support import site
 from support.dockerd import start_dockerd
-from support.nodes import TEST_BASE
+from support.nodes import TEST_BASE, bridge_cidr
 
 from .conftest import REDEPLOY_LIMITS, managed_stacks, redeploys_settled
 from .test_redeploy import SETTLE, apply_returns, wait_for
@@ -100,7 +99,7 @@ def crash_and_recover(kill, master, dockerds, storage, event_listener):
     kill(node1)
     assert running_or_none(node1) is None
     time.sleep(2)  # down for a moment
-    node1 = start_dockerd("node1", TEST_BASE, f"10.231.{site.NODE_INDEX['node1']}.1/24", fake_nvidia=True)
+    node1 = start_dockerd("node1", TEST_BASE, bridge_cidr("node1"), fake_nvidia=True)
     answering = time.monotonic()
     dockerds["node1"] = node1
     seen = []  # (s after answering, running stacks): what Docker did by itself, then Salt

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from support import site
-from support.nodes import RENDER_DAEMON, private_dockerd
+from support.nodes import node_dockerd
 
 import ccc_roles  # noqa: E402  (site puts _utils on the path)
 
@@ -30,7 +30,7 @@ def _order(node):
 @pytest.fixture(scope="module")
 def dockerd():
     """The engine every run reads (test mode: nothing is made on it)."""
-    return private_dockerd(*RENDER_DAEMON)
+    return node_dockerd("render")
 
 
 def _run(tmp_path, docker_url, node, extra=None, *args):

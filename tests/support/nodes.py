@@ -18,25 +18,27 @@ SAMPLE_IMAGES = (
 )
 
 
-def node_dockerd(node):
-    """A private dockerd for a simulated node, with the fake NVIDIA hook and the test images.
+# The private test dockerds by name, each with its own default bridge ``10.231.<index>.1/24``
+# (``bridge_cidr``; one table, so no two share a subnet): the sample's nodes (site.NODE_INDEX);
+# "render" for modules that only read from an engine, away from node1's and node2's, which the
+# cluster tests drive and restart meanwhile; "agents" for the GPU agents' tests (no NVIDIA hook).
+DAEMON_INDEX = {**site.NODE_INDEX, "render": 8, "agents": 9}
+
+
+def bridge_cidr(name):
+    """The default bridge (address/prefix) of test dockerd ``name``."""
+    return f"10.231.{DAEMON_INDEX[name]}.1/24"
+
+
+def node_dockerd(name):
+    """The private dockerd ``name`` (``DAEMON_INDEX``), with the fake NVIDIA hook and the test
+    images.
 
     The sample images cannot be pulled here, so the tiny test image is tagged with their names
     (the quickstart does the same with its demo image)."""
-    return private_dockerd(node, site.NODE_INDEX[node])
-
-
-# Daemons that stand in for no node of the cluster tests (subnet 10.231.<index>.0/24): a module
-# that only reads from its engine runs on one of these, away from node1's and node2's, which the
-# cluster tests drive (and restart) meanwhile.
-RENDER_DAEMON = ("render", 8)
-
-
-def private_dockerd(name, index):
-    """``node_dockerd`` for a daemon ``name`` whose default bridge is ``10.231.<index>.1/24``."""
     if os.geteuid() != 0 or not shutil.which("dockerd"):
         pytest.skip("integration tests need root and dockerd (run .ci/run)")
-    daemon = start_dockerd(name, TEST_BASE, f"10.231.{index}.1/24", fake_nvidia=True)
+    daemon = start_dockerd(name, TEST_BASE, bridge_cidr(name), fake_nvidia=True)
     subprocess.run(["bash", str(REPO / "tests" / "images" / "build.sh"), daemon.url], check=True, capture_output=True)
     tiny = daemon.client().images.get("ccc-test/tiny:1")
     for ref in SAMPLE_IMAGES + ("vicoslab/ccc:other-latest",):

@@ -13,9 +13,8 @@ import time
 import psutil
 import yaml
 
-from support import site
 from support.dockerd import start_dockerd
-from support.nodes import TEST_BASE
+from support.nodes import TEST_BASE, bridge_cidr
 from support.soak_checks import name_of, settings_folder
 from support.soak_model import CRASH_IMAGE
 
@@ -95,7 +94,7 @@ class Harness:
         self.wait(down_s)
 
     def start_dockerd(self, node):
-        self.dockerds[node] = start_dockerd(node, TEST_BASE, f"10.231.{site.NODE_INDEX[node]}.1/24", fake_nvidia=True)
+        self.dockerds[node] = start_dockerd(node, TEST_BASE, bridge_cidr(node), fake_nvidia=True)
 
     def dockerd_down(self, node):
         return self.dockerds[node].pid() is None
